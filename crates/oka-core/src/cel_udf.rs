@@ -1,0 +1,478 @@
+//! CEL UDFs: one compiled expression per output field.
+//!
+//! Variables visible to an expression: each dependency by its feature name (a map of
+//! its columns for `latest`, a list of such maps for `range`/`last_n`), each UDF
+//! argument by name, and `now` (the request time, a timestamp). Expressions are
+//! compiled once at load; names, fields and types are checked then by walking the
+//! expression and by a dry run over typed placeholder values.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::sync::Arc;
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::objects::{Key, Map};
+use cel::{Context, Env, ExecutionError, Program};
+use chrono::{DateTime, FixedOffset};
+
+use crate::registry::Entity;
+use crate::udf::{Input, UdfCall, UdfError};
+use crate::value::{FieldType, Row, Timestamp, Value};
+
+/// The variable holding the request time.
+pub const NOW: &str = "now";
+
+/// The shared CEL environment (the standard library), built once per registry.
+pub fn env() -> Arc<Env> {
+    Arc::new(Env::stdlib())
+}
+
+/// A name visible to expressions, with what it holds (for load-time checks).
+#[derive(Debug, Clone)]
+pub enum Binding {
+    /// A `latest` dependency: one record of this entity.
+    Record(Arc<Entity>),
+    /// A `range`/`last_n` dependency: a list of records of this entity.
+    Records(Arc<Entity>),
+    /// A scalar of this type (UDF arguments, `now`).
+    Scalar(FieldType),
+}
+
+/// A compiled CEL UDF.
+pub struct CelUdf {
+    env: Arc<Env>,
+    /// Per output column: its program, or `None` to default (request key / `now`).
+    programs: Vec<Option<Program>>,
+    /// The column-name keys of each input entity's maps, built once.
+    input_keys: Vec<Arc<[Key]>>,
+}
+
+impl fmt::Debug for CelUdf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CelUdf")
+            .field("columns", &self.programs.len())
+            .finish()
+    }
+}
+
+/// A problem with one expression, found at load time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExprProblem {
+    /// The output field whose expression is wrong (`None` for the UDF as a whole).
+    pub field: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl CelUdf {
+    /// Compiles and checks `exprs` (output field → expression) for `output`, with
+    /// `bindings` visible by name (in the order the inputs and args are bound).
+    pub fn compile(
+        env: &Arc<Env>,
+        output: &Entity,
+        exprs: &indexmap::IndexMap<String, String>,
+        bindings: &[(Arc<str>, Binding)],
+    ) -> Result<Self, Vec<ExprProblem>> {
+        let mut problems = Vec::new();
+        let mut programs: Vec<Option<Program>> = std::iter::repeat_with(|| None)
+            .take(output.columns.len())
+            .collect();
+        let names: HashMap<&str, &Binding> = bindings.iter().map(|(n, b)| (&**n, b)).collect();
+
+        for (field, source) in exprs {
+            let problem = |message: String| ExprProblem {
+                field: Some(field.clone()),
+                message,
+            };
+            let Some(col) = output.column_index(field) else {
+                problems.push(problem(format!(
+                    "`{field}` is not a field of entity `{}`",
+                    output.name
+                )));
+                continue;
+            };
+            let program = match env.compile(source) {
+                Ok(p) => p,
+                Err(e) => {
+                    problems.push(problem(format!(
+                        "does not compile: {}",
+                        one_line(&e.to_string())
+                    )));
+                    continue;
+                }
+            };
+            let mut refs = Vec::new();
+            free_references(program.expression(), &mut Vec::new(), &mut refs);
+            let mut ok = true;
+            for r in &refs {
+                match (names.get(r.var), r.field) {
+                    (None, _) => {
+                        ok = false;
+                        problems.push(problem(format!(
+                            "references unknown name `{}` (known: {})",
+                            r.var,
+                            known_names(bindings)
+                        )));
+                    }
+                    (Some(Binding::Record(e)), Some(f)) if e.column_index(f).is_none() => {
+                        ok = false;
+                        problems.push(problem(format!(
+                            "`{}.{f}`: entity `{}` has no field `{f}`",
+                            r.var, e.name
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            if ok {
+                let expected = &output.columns[col].ty;
+                if let Err(message) = dry_run(env, &program, bindings, expected) {
+                    problems.push(problem(message));
+                    continue;
+                }
+            }
+            programs[col] = Some(program);
+        }
+        for (i, c) in output.columns.iter().enumerate() {
+            let defaulted = i == output.timestamp_index || output.key_index.contains(&i);
+            if !defaulted && !exprs.contains_key(&*c.name) {
+                problems.push(ExprProblem {
+                    field: None,
+                    message: format!("no expression for output field `{}`", c.name),
+                });
+            }
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        let input_keys = bindings
+            .iter()
+            .filter_map(|(_, b)| match b {
+                Binding::Record(e) | Binding::Records(e) => Some(column_keys(e)),
+                Binding::Scalar(_) => None,
+            })
+            .collect();
+        Ok(Self {
+            env: Arc::clone(env),
+            programs,
+            input_keys,
+        })
+    }
+
+    /// Evaluates the expressions for one key.
+    pub fn call(&self, call: &UdfCall<'_>) -> Result<Vec<Row>, UdfError> {
+        let mut ctx = Context::with_env(Arc::clone(&self.env));
+        for ((name, input), keys) in call
+            .input_names
+            .iter()
+            .zip(call.inputs)
+            .zip(&self.input_keys)
+        {
+            let value = match input {
+                Input::One(row) => record_to_cel(keys, row),
+                Input::Many(rows) => cel::Value::List(Arc::new(
+                    rows.iter().map(|r| record_to_cel(keys, r)).collect(),
+                )),
+            };
+            ctx.add_variable_from_value(&**name, value);
+        }
+        for (name, v) in call.arg_names.iter().zip(call.args) {
+            ctx.add_variable_from_value(&**name, to_cel(v));
+        }
+        ctx.add_variable_from_value(NOW, to_cel(&Value::Timestamp(call.now)));
+
+        let mut out = call.output();
+        for (i, program) in self.programs.iter().enumerate() {
+            let Some(program) = program else { continue };
+            let v = program
+                .execute(&ctx)
+                .map_err(|e| UdfError::Failed(e.to_string()))?;
+            let v = from_cel(v).map_err(UdfError::Failed)?;
+            out = out.set(&call.output.columns[i].name, v)?;
+        }
+        Ok(vec![out.build()])
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn known_names(bindings: &[(Arc<str>, Binding)]) -> String {
+    let names: Vec<&str> = bindings.iter().map(|(n, _)| &**n).collect();
+    names.join(", ")
+}
+
+fn column_keys(e: &Entity) -> Arc<[Key]> {
+    e.columns
+        .iter()
+        .map(|c| Key::String(Arc::new(c.name.to_string())))
+        .collect()
+}
+
+/// A free variable, and the field selected on it directly if any (`x.f`).
+struct Reference<'e> {
+    var: &'e str,
+    field: Option<&'e str>,
+}
+
+/// Collects free variables (not bound by a comprehension) and direct field selections.
+fn free_references<'e>(e: &'e IdedExpr, bound: &mut Vec<&'e str>, out: &mut Vec<Reference<'e>>) {
+    match &e.expr {
+        Expr::Ident(name) => {
+            if !name.starts_with('@') && !bound.contains(&name.as_str()) {
+                out.push(Reference {
+                    var: name,
+                    field: None,
+                });
+            }
+        }
+        Expr::Select(sel) => {
+            if let Expr::Ident(name) = &sel.operand.expr {
+                if !name.starts_with('@') && !bound.contains(&name.as_str()) {
+                    out.push(Reference {
+                        var: name,
+                        field: Some(&sel.field),
+                    });
+                    return;
+                }
+            }
+            free_references(&sel.operand, bound, out);
+        }
+        Expr::Call(call) => {
+            if let Some(t) = &call.target {
+                free_references(t, bound, out);
+            }
+            for a in &call.args {
+                free_references(a, bound, out);
+            }
+        }
+        Expr::Comprehension(c) => {
+            free_references(&c.iter_range, bound, out);
+            free_references(&c.accu_init, bound, out);
+            let depth = bound.len();
+            bound.push(&c.iter_var);
+            if let Some(v2) = &c.iter_var2 {
+                bound.push(v2);
+            }
+            bound.push(&c.accu_var);
+            free_references(&c.loop_cond, bound, out);
+            free_references(&c.loop_step, bound, out);
+            free_references(&c.result, bound, out);
+            bound.truncate(depth);
+        }
+        Expr::List(l) => {
+            for x in &l.elements {
+                free_references(x, bound, out);
+            }
+        }
+        Expr::Map(m) => entries(&m.entries, bound, out),
+        Expr::Struct(s) => entries(&s.entries, bound, out),
+        Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn entries<'e>(
+    es: &'e [cel::common::ast::IdedEntryExpr],
+    bound: &mut Vec<&'e str>,
+    out: &mut Vec<Reference<'e>>,
+) {
+    for entry in es {
+        match &entry.expr {
+            EntryExpr::StructField(f) => free_references(&f.value, bound, out),
+            EntryExpr::MapEntry(m) => {
+                free_references(&m.key, bound, out);
+                free_references(&m.value, bound, out);
+            }
+        }
+    }
+}
+
+/// Runs `program` once over typed placeholders to catch type errors at load: an
+/// operator applied to the wrong types, or a result that does not fit the field.
+/// Errors that depend on the data (division by zero, an index out of range) pass.
+fn dry_run(
+    env: &Arc<Env>,
+    program: &Program,
+    bindings: &[(Arc<str>, Binding)],
+    expected: &FieldType,
+) -> Result<(), String> {
+    let mut ctx = Context::with_env(Arc::clone(env));
+    for (name, b) in bindings {
+        let v = match b {
+            Binding::Record(e) => placeholder_record(e),
+            Binding::Records(e) => cel::Value::List(Arc::new(vec![placeholder_record(e)])),
+            Binding::Scalar(ty) => to_cel(&placeholder(ty)),
+        };
+        ctx.add_variable_from_value(&**name, v);
+    }
+    match program.execute(&ctx) {
+        Ok(v) => {
+            let got = from_cel(v).map_err(|e| format!("result {e}"))?;
+            if expected.coerce(got.clone()).is_none() {
+                return Err(format!(
+                    "type mismatch: the expression gives {}, the field is {expected}",
+                    value_type_name(&got)
+                ));
+            }
+            Ok(())
+        }
+        Err(ExecutionError::NoSuchOverload(o)) => Err(format!(
+            "type mismatch: no `{}` for ({})",
+            o.function(),
+            o.argument_types().join(", ")
+        )),
+        Err(ExecutionError::UndeclaredReference(name)) => {
+            Err(format!("references unknown function or name `{name}`"))
+        }
+        Err(ExecutionError::FunctionError { function, message }) => Err(format!(
+            "`{function}` fails on values of the declared types: {message}"
+        )),
+        Err(_) => Ok(()),
+    }
+}
+
+fn value_type_name(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(_) => "bool".into(),
+        Value::Int(_) => "int".into(),
+        Value::Float(_) => "float".into(),
+        Value::String(_) => "string".into(),
+        Value::Timestamp(_) => "timestamp".into(),
+        Value::List(items) => match items.first() {
+            Some(x) => format!("list<{}>", value_type_name(x)),
+            None => "list".into(),
+        },
+    }
+}
+
+fn placeholder(ty: &FieldType) -> Value {
+    match ty {
+        FieldType::String => Value::String("x".into()),
+        FieldType::Int => Value::Int(1),
+        FieldType::Float => Value::Float(1.0),
+        FieldType::Bool => Value::Bool(true),
+        FieldType::Timestamp => Value::Timestamp(Timestamp(1_700_000_000_000_000)),
+        FieldType::List(inner) => Value::List(vec![placeholder(inner)].into()),
+    }
+}
+
+fn placeholder_record(e: &Entity) -> cel::Value {
+    let columns: Vec<Value> = e.columns.iter().map(|c| placeholder(&c.ty)).collect();
+    record_to_cel(&column_keys(e), &Row::new(Timestamp(0), columns))
+}
+
+fn record_to_cel(keys: &[Key], row: &Row) -> cel::Value {
+    let map: HashMap<Key, cel::Value> = keys
+        .iter()
+        .cloned()
+        .zip(row.columns.iter().map(to_cel))
+        .collect();
+    cel::Value::Map(Map { map: Arc::new(map) })
+}
+
+/// An Oka value as a CEL value.
+pub fn to_cel(v: &Value) -> cel::Value {
+    match v {
+        Value::Null => cel::Value::Null,
+        Value::Bool(b) => cel::Value::Bool(*b),
+        Value::Int(i) => cel::Value::Int(*i),
+        Value::Float(f) => cel::Value::Float(*f),
+        Value::String(s) => cel::Value::String(Arc::new(s.to_string())),
+        Value::Timestamp(t) => match t.to_datetime() {
+            Some(dt) => cel::Value::Timestamp(dt.fixed_offset()),
+            None => cel::Value::Null,
+        },
+        Value::List(items) => cel::Value::List(Arc::new(items.iter().map(to_cel).collect())),
+    }
+}
+
+/// A CEL result as an Oka value; maps, bytes and durations have no Oka type.
+pub fn from_cel(v: cel::Value) -> Result<Value, String> {
+    Ok(match v {
+        cel::Value::Null => Value::Null,
+        cel::Value::Bool(b) => Value::Bool(b),
+        cel::Value::Int(i) => Value::Int(i),
+        cel::Value::UInt(u) => {
+            Value::Int(i64::try_from(u).map_err(|_| format!("uint {u} overflows int"))?)
+        }
+        cel::Value::Float(f) => Value::Float(f),
+        cel::Value::String(s) => Value::String(s.as_str().into()),
+        cel::Value::Timestamp(t) => Value::Timestamp(from_datetime(&t)),
+        cel::Value::List(items) => Value::List(
+            items
+                .iter()
+                .cloned()
+                .map(from_cel)
+                .collect::<Result<Vec<_>, _>>()?
+                .into(),
+        ),
+        other => return Err(format!("of type {:?} has no feature type", other.type_of())),
+    })
+}
+
+fn from_datetime(t: &DateTime<FixedOffset>) -> Timestamp {
+    Timestamp(t.timestamp_micros())
+}
+
+/// Names CEL reserves; they cannot name features or arguments.
+pub fn is_reserved(name: &str) -> bool {
+    const RESERVED: &[&str] = &[
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
+        NOW,
+    ];
+    RESERVED.contains(&name)
+}
+
+/// Compiles a standalone expression of the given scalar bindings (used by the mock
+/// source's generators) and checks its free names.
+pub fn compile_scalar(env: &Arc<Env>, source: &str, names: &[&str]) -> Result<Program, String> {
+    let program = env
+        .compile(source)
+        .map_err(|e| format!("does not compile: {}", one_line(&e.to_string())))?;
+    let mut refs = Vec::new();
+    free_references(program.expression(), &mut Vec::new(), &mut refs);
+    let known: HashSet<&str> = names.iter().copied().collect();
+    if let Some(r) = refs.iter().find(|r| !known.contains(r.var)) {
+        return Err(format!(
+            "references unknown name `{}` (known: {})",
+            r.var,
+            names.join(", ")
+        ));
+    }
+    Ok(program)
+}
+
+/// Evaluates a standalone expression with integer bindings.
+pub fn eval_scalar(
+    env: &Arc<Env>,
+    program: &Program,
+    vars: &[(&str, i64)],
+) -> Result<Value, String> {
+    let mut ctx = Context::with_env(Arc::clone(env));
+    for (n, v) in vars {
+        ctx.add_variable_from_value(*n, cel::Value::Int(*v));
+    }
+    from_cel(program.execute(&ctx).map_err(|e| e.to_string())?)
+}

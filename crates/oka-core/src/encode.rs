@@ -1,0 +1,86 @@
+//! The response body, written straight into a byte buffer.
+//!
+//! `{"results": {feature: [[record, …] | null per key]}, "statuses": {feature:
+//! ["present"|"missing"|"error", …]}, "server_id": …}`; a record is an object of the
+//! entity's columns, timestamps in RFC 3339.
+
+use crate::execute::{GroupOutput, Outcome};
+use crate::registry::{Entity, Registry};
+use crate::request::Prepared;
+use crate::value::{Row, write_json_str};
+
+/// Writes the response for `prepared` given each group's output. `server_id` is
+/// written verbatim (already JSON).
+pub fn write_response(
+    registry: &Registry,
+    prepared: &Prepared,
+    outputs: &[GroupOutput],
+    server_id: &str,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(b"{\"results\":{");
+    for (i, &(feature, g, pos)) in prepared.targets.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let f = registry.feature(feature);
+        write_json_str(out, &f.name);
+        out.extend_from_slice(b":[");
+        for (k, o) in outputs[g].results[pos].iter().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            match o {
+                Outcome::Present(rows) => write_rows(&f.entity, rows, out),
+                Outcome::Missing | Outcome::Error => out.extend_from_slice(b"null"),
+            }
+        }
+        out.push(b']');
+    }
+    out.extend_from_slice(b"},\"statuses\":{");
+    for (i, &(feature, g, pos)) in prepared.targets.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json_str(out, &registry.feature(feature).name);
+        out.extend_from_slice(b":[");
+        for (k, o) in outputs[g].results[pos].iter().enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            out.push(b'"');
+            out.extend_from_slice(o.status().as_bytes());
+            out.push(b'"');
+        }
+        out.push(b']');
+    }
+    out.extend_from_slice(b"},\"server_id\":");
+    out.extend_from_slice(server_id.as_bytes());
+    out.push(b'}');
+}
+
+/// Writes a list of records as JSON objects.
+pub fn write_rows(entity: &Entity, rows: &[Row], out: &mut Vec<u8>) {
+    out.push(b'[');
+    for (r, row) in rows.iter().enumerate() {
+        if r > 0 {
+            out.push(b',');
+        }
+        write_row(entity, row, out);
+    }
+    out.push(b']');
+}
+
+/// Writes one record as a JSON object of the entity's columns.
+pub fn write_row(entity: &Entity, row: &Row, out: &mut Vec<u8>) {
+    out.push(b'{');
+    for (c, (col, v)) in entity.columns.iter().zip(row.columns.iter()).enumerate() {
+        if c > 0 {
+            out.push(b',');
+        }
+        write_json_str(out, &col.name);
+        out.push(b':');
+        v.write_json(out);
+    }
+    out.push(b'}');
+}

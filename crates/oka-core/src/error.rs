@@ -1,0 +1,156 @@
+//! Errors: spec validation errors (load time) and request errors (serve time).
+
+use std::fmt;
+
+/// One problem in a spec, located by file and by the path of the offending item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpecError {
+    /// Where the spec came from (a file path, or `<demo>`).
+    pub origin: String,
+    /// The item's path in the file, e.g. `features.simple_feature.udf.expr.value`.
+    pub path: String,
+    /// What is wrong, lowercase.
+    pub message: String,
+}
+
+impl SpecError {
+    /// A new error.
+    pub fn new(
+        origin: impl Into<String>,
+        path: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            origin: origin.into(),
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            write!(f, "{}: {}", self.origin, self.message)
+        } else {
+            write!(f, "{}: {}: {}", self.origin, self.path, self.message)
+        }
+    }
+}
+
+/// Every problem found in a spec (validation does not stop at the first).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct SpecErrors(pub Vec<SpecError>);
+
+impl SpecErrors {
+    /// A single error.
+    pub fn one(e: SpecError) -> Self {
+        Self(vec![e])
+    }
+}
+
+impl fmt::Display for SpecErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Machine-readable error codes. Only the server maps them to HTTP statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorCode {
+    /// The body is not valid JSON, or not the expected shape.
+    MalformedRequest,
+    /// A field of the request is not one Oka knows.
+    UnknownField,
+    /// A target or referenced feature does not exist.
+    UnknownFeature,
+    /// The request is well-formed but not valid (empty targets, bad keys, …).
+    InvalidRequest,
+    /// No keys were given for a target.
+    MissingKeys,
+    /// A key object lacks a key field or has one of the wrong type.
+    InvalidKey,
+    /// `udf_args` names an argument the feature does not declare.
+    UnknownUdfArg,
+    /// A UDF argument has the wrong type, or a required one is missing.
+    InvalidUdfArg,
+    /// `query_args` is missing a parameter or has one of the wrong type.
+    InvalidQueryArg,
+    /// A record to ingest does not match the entity schema.
+    InvalidRecord,
+    /// The body exceeds the size limit.
+    PayloadTooLarge,
+    /// No such route.
+    NotFound,
+    /// The route exists but not for this method.
+    MethodNotAllowed,
+    /// The store cannot be reached.
+    StoreUnavailable,
+    /// The store did not answer in time.
+    StoreTimeout,
+    /// The request's deadline passed.
+    DeadlineExceeded,
+    /// The server refused the request to protect itself.
+    Overloaded,
+    /// A bug or an unexpected failure; details are logged, not returned.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The snake_case name used on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MalformedRequest => "malformed_request",
+            Self::UnknownField => "unknown_field",
+            Self::UnknownFeature => "unknown_feature",
+            Self::InvalidRequest => "invalid_request",
+            Self::MissingKeys => "missing_keys",
+            Self::InvalidKey => "invalid_key",
+            Self::UnknownUdfArg => "unknown_udf_arg",
+            Self::InvalidUdfArg => "invalid_udf_arg",
+            Self::InvalidQueryArg => "invalid_query_arg",
+            Self::InvalidRecord => "invalid_record",
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::NotFound => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::StoreUnavailable => "store_unavailable",
+            Self::StoreTimeout => "store_timeout",
+            Self::DeadlineExceeded => "deadline_exceeded",
+            Self::Overloaded => "overloaded",
+            Self::Internal => "internal",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A request that cannot be served, with a code and a message naming the culprit.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct RequestError {
+    /// What kind of problem.
+    pub code: ErrorCode,
+    /// Lowercase, names the offending value; never internals.
+    pub message: String,
+}
+
+impl RequestError {
+    /// A new error.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,817 @@
+//! The validated, planned form of a spec. Built once at load; requests only read it.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+
+use crate::cel_udf::{self, Binding, CelUdf};
+use crate::error::{SpecError, SpecErrors};
+use crate::plan::{Plan, PlanCache};
+use crate::spec::{
+    DependencySpec, EntitySpec, FeatureKindSpec, FeatureSpec, MockSourceSpec, QueryKindSpec,
+    SPEC_VERSION, Spec,
+};
+use crate::udf::{NativeUdf, NativeUdfs};
+use crate::value::{FieldType, Value};
+
+/// Index of a feature in [`Registry::features`].
+pub type FeatureId = usize;
+
+/// How many records of history a pipeline feature keeps per key unless the spec says.
+pub const DEFAULT_HISTORY: usize = 100;
+
+/// A column of an entity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    /// Field name.
+    pub name: Arc<str>,
+    /// Field type.
+    pub ty: FieldType,
+}
+
+/// An entity schema. Columns are the key fields, then the timestamp, then the value
+/// fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entity {
+    /// Entity name.
+    pub name: Arc<str>,
+    /// All columns.
+    pub columns: Vec<Column>,
+    /// Indices of the key columns, in key order.
+    pub key_index: Vec<usize>,
+    /// Index of the timestamp column.
+    pub timestamp_index: usize,
+}
+
+impl Entity {
+    /// A column's index by name.
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| &*c.name == name)
+    }
+
+    /// The key columns' indices.
+    pub fn key_columns(&self) -> impl Iterator<Item = usize> + '_ {
+        self.key_index.iter().copied()
+    }
+
+    /// The key columns.
+    pub fn keys(&self) -> impl Iterator<Item = &Column> + '_ {
+        self.key_index.iter().map(|&i| &self.columns[i])
+    }
+
+    /// The timestamp column's name.
+    pub fn timestamp_name(&self) -> &str {
+        &self.columns[self.timestamp_index].name
+    }
+}
+
+/// A storage query kind with its spec-level defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum QueryKind {
+    /// The newest record.
+    Latest,
+    /// A time range; `lookback_s` gives `start = now - lookback` when the request
+    /// does not pass `start`.
+    Range {
+        /// Default window in seconds.
+        lookback_s: Option<f64>,
+    },
+    /// The newest `n` records; `n` is the default when the request does not pass one.
+    LastN {
+        /// Default count.
+        n: Option<usize>,
+    },
+}
+
+impl QueryKind {
+    /// The query's name as in the spec.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Latest => "latest",
+            Self::Range { .. } => "range",
+            Self::LastN { .. } => "last_n",
+        }
+    }
+}
+
+/// One dependency of an on-demand feature.
+#[derive(Debug, Clone)]
+pub struct Dependency {
+    /// The feature read.
+    pub feature: FeatureId,
+    /// The query (pipeline dependencies only; on-demand ones are always `Latest`).
+    pub query: QueryKind,
+}
+
+/// A declared UDF argument.
+#[derive(Debug, Clone)]
+pub struct Arg {
+    /// Argument name.
+    pub name: Arc<str>,
+    /// Its type.
+    pub ty: FieldType,
+    /// The default, if the argument is optional.
+    pub default: Option<Value>,
+}
+
+/// How an on-demand feature is computed.
+#[derive(Clone)]
+pub enum UdfImpl {
+    /// CEL expressions.
+    Cel(Arc<CelUdf>),
+    /// A native Rust function.
+    Native {
+        /// The registered name.
+        name: Arc<str>,
+        /// The function.
+        udf: Arc<dyn NativeUdf>,
+    },
+}
+
+impl fmt::Debug for UdfImpl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cel(c) => c.fmt(f),
+            Self::Native { name, .. } => write!(f, "Native({name})"),
+        }
+    }
+}
+
+/// What a feature is.
+#[derive(Debug, Clone)]
+pub enum FeatureKind {
+    /// Stored; read with a query.
+    Pipeline {
+        /// Records of history kept per key.
+        history: usize,
+        /// The mock source writing into it, if any.
+        source: Option<MockSourceSpec>,
+    },
+    /// Computed at request time.
+    OnDemand {
+        /// Inputs, in spec order.
+        dependencies: Vec<Dependency>,
+        /// The dependencies' names (also the CEL variable names), parallel.
+        input_names: Vec<Arc<str>>,
+        /// The dependencies' entities, parallel.
+        input_entities: Vec<Arc<Entity>>,
+        /// Declared arguments, in spec order.
+        args: Vec<Arg>,
+        /// The arguments' names, parallel.
+        arg_names: Vec<Arc<str>>,
+        /// The function.
+        udf: UdfImpl,
+    },
+}
+
+/// A validated feature.
+#[derive(Debug, Clone)]
+pub struct Feature {
+    /// Its id (index in the registry).
+    pub id: FeatureId,
+    /// Its name.
+    pub name: Arc<str>,
+    /// The entity it holds or returns.
+    pub entity: Arc<Entity>,
+    /// Free-form description.
+    pub description: Option<String>,
+    /// Pipeline or on-demand.
+    pub kind: FeatureKind,
+}
+
+impl Feature {
+    /// Whether it is a pipeline feature.
+    pub fn is_pipeline(&self) -> bool {
+        matches!(self.kind, FeatureKind::Pipeline { .. })
+    }
+}
+
+/// The validated spec: entities, features in dependency order, and plans.
+pub struct Registry {
+    spec: Spec,
+    origin: String,
+    entities: IndexMap<Arc<str>, Arc<Entity>>,
+    features: Vec<Feature>,
+    by_name: HashMap<Arc<str>, FeatureId>,
+    /// Position of each feature in a topological order (dependencies first).
+    pub(crate) topo_rank: Vec<usize>,
+    single_plans: Vec<Arc<Plan>>,
+    plan_cache: PlanCache,
+    cel_env: Arc<cel::Env>,
+}
+
+impl Registry {
+    /// Parses, validates and plans a YAML spec. `origin` (the file path) prefixes
+    /// every error.
+    pub fn from_yaml(origin: &str, yaml: &str, natives: &NativeUdfs) -> Result<Self, SpecErrors> {
+        let spec = Spec::from_yaml(origin, yaml)?;
+        Self::load(origin, spec, natives)
+    }
+
+    /// Validates and plans a parsed spec; reports every problem found.
+    pub fn load(origin: &str, spec: Spec, natives: &NativeUdfs) -> Result<Self, SpecErrors> {
+        Loader::new(origin).load(spec, natives)
+    }
+
+    /// The spec it was built from.
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+
+    /// Where the spec came from.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// All features, by id.
+    pub fn features(&self) -> &[Feature] {
+        &self.features
+    }
+
+    /// A feature by id.
+    pub fn feature(&self, id: FeatureId) -> &Feature {
+        &self.features[id]
+    }
+
+    /// A feature's id by name.
+    pub fn feature_id(&self, name: &str) -> Option<FeatureId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// All entities.
+    pub fn entities(&self) -> impl Iterator<Item = &Arc<Entity>> {
+        self.entities.values()
+    }
+
+    /// The shared CEL environment.
+    pub fn cel_env(&self) -> &Arc<cel::Env> {
+        &self.cel_env
+    }
+
+    /// The plan for a set of targets (ids sorted and deduplicated by the caller).
+    /// Single targets were planned at load; sets are planned once and cached.
+    pub fn plan(&self, targets: &[FeatureId]) -> Arc<Plan> {
+        if let [one] = targets {
+            return Arc::clone(&self.single_plans[*one]);
+        }
+        self.plan_cache
+            .get_or_insert(targets, || Plan::build(self, targets))
+    }
+}
+
+impl fmt::Debug for Registry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Registry")
+            .field("origin", &self.origin)
+            .field("entities", &self.entities.len())
+            .field("features", &self.features.len())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Loader {
+    origin: String,
+    errors: Vec<SpecError>,
+}
+
+impl Loader {
+    fn new(origin: &str) -> Self {
+        Self {
+            origin: origin.to_owned(),
+            errors: Vec::new(),
+        }
+    }
+
+    fn err(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.errors
+            .push(SpecError::new(&self.origin, path, message));
+    }
+
+    fn check_name(&mut self, path: &str, what: &str, name: &str) {
+        let mut chars = name.chars();
+        let ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            self.err(
+                path,
+                format!("{what} name `{name}` must be an identifier ([A-Za-z_][A-Za-z0-9_]*)"),
+            );
+        } else if cel_udf::is_reserved(name) {
+            self.err(path, format!("{what} name `{name}` is reserved"));
+        }
+    }
+
+    fn load(mut self, spec: Spec, natives: &NativeUdfs) -> Result<Registry, SpecErrors> {
+        if spec.version != SPEC_VERSION {
+            self.err(
+                "version",
+                format!(
+                    "unsupported spec version {} (expected {SPEC_VERSION})",
+                    spec.version
+                ),
+            );
+            return Err(SpecErrors(self.errors));
+        }
+        let entities = self.entities(&spec.entities);
+
+        // Features: names, entities, kinds, dependency ids.
+        let names: HashMap<Arc<str>, FeatureId> = spec
+            .features
+            .keys()
+            .enumerate()
+            .map(|(i, n)| (Arc::<str>::from(n.as_str()), i))
+            .collect();
+        let mut deps_of: Vec<Vec<Dependency>> = Vec::with_capacity(spec.features.len());
+        for (name, f) in &spec.features {
+            let path = format!("features.{name}");
+            self.check_name(&path, "feature", name);
+            if !entities.contains_key(f.entity.as_str()) {
+                self.err(
+                    format!("{path}.entity"),
+                    format!("unknown entity `{}`", f.entity),
+                );
+            }
+            deps_of.push(self.dependencies(&path, f, &spec.features, &names));
+        }
+        if !self.errors.is_empty() {
+            return Err(SpecErrors(self.errors));
+        }
+
+        let topo = match topo_order(&deps_of) {
+            Ok(order) => order,
+            Err(cycle) => {
+                let names: Vec<&str> = cycle
+                    .iter()
+                    .map(|&i| spec.features.get_index(i).map_or("?", |(n, _)| n.as_str()))
+                    .collect();
+                self.err(
+                    format!("features.{}.dependencies", names[0]),
+                    format!("dependency cycle: {}", names.join(" -> ")),
+                );
+                return Err(SpecErrors(self.errors));
+            }
+        };
+        let mut topo_rank = vec![0; topo.len()];
+        for (rank, &id) in topo.iter().enumerate() {
+            topo_rank[id] = rank;
+        }
+
+        // Build features in dependency order so UDFs see their inputs' schemas.
+        let cel_env = cel_udf::env();
+        let mut built: Vec<Option<Feature>> = vec![None; spec.features.len()];
+        for &id in &topo {
+            let Some((name, f)) = spec.features.get_index(id) else {
+                continue;
+            };
+            let entity = Arc::clone(&entities[f.entity.as_str()]);
+            let kind = match f.kind {
+                FeatureKindSpec::Pipeline => FeatureKind::Pipeline {
+                    history: f.history.unwrap_or(DEFAULT_HISTORY),
+                    source: f.source.as_ref().map(|s| s.mock.clone()),
+                },
+                FeatureKindSpec::OnDemand => {
+                    match self.on_demand(name, f, &entity, &deps_of[id], &built, natives, &cel_env)
+                    {
+                        Some(k) => k,
+                        None => continue,
+                    }
+                }
+            };
+            if let FeatureKind::Pipeline {
+                source: Some(src), ..
+            } = &kind
+            {
+                self.check_source(
+                    &format!("features.{name}.source.mock"),
+                    src,
+                    &entity,
+                    &cel_env,
+                );
+            }
+            built[id] = Some(Feature {
+                id,
+                name: name.as_str().into(),
+                entity,
+                description: f.description.clone(),
+                kind,
+            });
+        }
+        if !self.errors.is_empty() {
+            return Err(SpecErrors(self.errors));
+        }
+        let features: Vec<Feature> = built.into_iter().flatten().collect();
+        let by_name = features
+            .iter()
+            .map(|f| (Arc::clone(&f.name), f.id))
+            .collect();
+        let mut registry = Registry {
+            spec,
+            origin: self.origin,
+            entities,
+            features,
+            by_name,
+            topo_rank,
+            single_plans: Vec::new(),
+            plan_cache: PlanCache::default(),
+            cel_env,
+        };
+        registry.single_plans = (0..registry.features.len())
+            .map(|id| Arc::new(Plan::build(&registry, &[id])))
+            .collect();
+        Ok(registry)
+    }
+
+    fn entities(
+        &mut self,
+        specs: &IndexMap<String, EntitySpec>,
+    ) -> IndexMap<Arc<str>, Arc<Entity>> {
+        let mut out = IndexMap::new();
+        for (name, e) in specs {
+            let path = format!("entities.{name}");
+            self.check_name(&path, "entity", name);
+            if e.keys.is_empty() {
+                self.err(
+                    format!("{path}.keys"),
+                    "an entity needs at least one key field",
+                );
+            }
+            let mut columns = Vec::new();
+            let mut key_index = Vec::new();
+            for (k, ty) in &e.keys {
+                self.check_name(&format!("{path}.keys.{k}"), "field", k);
+                if !ty.is_key_type() {
+                    self.err(
+                        format!("{path}.keys.{k}"),
+                        format!("key field `{k}` has type {ty}; keys must be string or int"),
+                    );
+                }
+                key_index.push(columns.len());
+                columns.push(Column {
+                    name: k.as_str().into(),
+                    ty: ty.clone(),
+                });
+            }
+            self.check_name(&format!("{path}.timestamp"), "field", &e.timestamp);
+            let timestamp_index = columns.len();
+            columns.push(Column {
+                name: e.timestamp.as_str().into(),
+                ty: FieldType::Timestamp,
+            });
+            for (k, ty) in &e.fields {
+                self.check_name(&format!("{path}.fields.{k}"), "field", k);
+                columns.push(Column {
+                    name: k.as_str().into(),
+                    ty: ty.clone(),
+                });
+            }
+            let mut seen = std::collections::HashSet::new();
+            for c in &columns {
+                if !seen.insert(c.name.clone()) {
+                    self.err(&path, format!("field `{}` is declared twice", c.name));
+                }
+            }
+            out.insert(
+                Arc::<str>::from(name.as_str()),
+                Arc::new(Entity {
+                    name: name.as_str().into(),
+                    columns,
+                    key_index,
+                    timestamp_index,
+                }),
+            );
+        }
+        out
+    }
+
+    fn dependencies(
+        &mut self,
+        path: &str,
+        f: &FeatureSpec,
+        all: &IndexMap<String, FeatureSpec>,
+        names: &HashMap<Arc<str>, FeatureId>,
+    ) -> Vec<Dependency> {
+        let mut out = Vec::new();
+        match f.kind {
+            FeatureKindSpec::Pipeline => {
+                for (field, present) in [
+                    ("dependencies", !f.dependencies.is_empty()),
+                    ("args", !f.args.is_empty()),
+                    ("udf", f.udf.is_some()),
+                ] {
+                    if present {
+                        self.err(
+                            format!("{path}.{field}"),
+                            format!("a pipeline feature has no `{field}`"),
+                        );
+                    }
+                }
+                if f.history == Some(0) {
+                    self.err(format!("{path}.history"), "history must be at least 1");
+                }
+                return out;
+            }
+            FeatureKindSpec::OnDemand => {
+                for (field, present) in [
+                    ("history", f.history.is_some()),
+                    ("source", f.source.is_some()),
+                ] {
+                    if present {
+                        self.err(
+                            format!("{path}.{field}"),
+                            format!("an on-demand feature has no `{field}`"),
+                        );
+                    }
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, d) in f.dependencies.iter().enumerate() {
+            let dpath = format!("{path}.dependencies[{i}]");
+            let (dep_name, query) = match d {
+                DependencySpec::Name(n) => (n.as_str(), QueryKind::Latest),
+                DependencySpec::Query(q) => {
+                    let kind = match q.query {
+                        QueryKindSpec::Latest => QueryKind::Latest,
+                        QueryKindSpec::Range => QueryKind::Range {
+                            lookback_s: q.lookback_s,
+                        },
+                        QueryKindSpec::LastN => QueryKind::LastN { n: q.n },
+                    };
+                    if q.n.is_some() && q.query != QueryKindSpec::LastN {
+                        self.err(&dpath, "`n` applies only to `last_n`");
+                    }
+                    if q.n == Some(0) {
+                        self.err(&dpath, "`n` must be at least 1");
+                    }
+                    if q.lookback_s.is_some() && q.query != QueryKindSpec::Range {
+                        self.err(&dpath, "`lookback_s` applies only to `range`");
+                    }
+                    if q.lookback_s.is_some_and(|s| !(s > 0.0 && s.is_finite())) {
+                        self.err(&dpath, "`lookback_s` must be a positive number");
+                    }
+                    (q.feature.as_str(), kind)
+                }
+            };
+            let Some(&id) = names.get(dep_name) else {
+                self.err(&dpath, format!("unknown feature `{dep_name}`"));
+                continue;
+            };
+            if !seen.insert(dep_name) {
+                self.err(&dpath, format!("`{dep_name}` is listed twice"));
+            }
+            let dep_is_pipeline = all[id].kind == FeatureKindSpec::Pipeline;
+            if !dep_is_pipeline && query != QueryKind::Latest {
+                self.err(
+                    &dpath,
+                    format!(
+                        "`{}` applies only to pipeline features; `{dep_name}` is on-demand",
+                        query.name()
+                    ),
+                );
+            }
+            out.push(Dependency { feature: id, query });
+        }
+        out
+    }
+
+    fn on_demand(
+        &mut self,
+        name: &str,
+        f: &FeatureSpec,
+        entity: &Arc<Entity>,
+        deps: &[Dependency],
+        built: &[Option<Feature>],
+        natives: &NativeUdfs,
+        cel_env: &Arc<cel::Env>,
+    ) -> Option<FeatureKind> {
+        let path = format!("features.{name}");
+        let mut input_names = Vec::new();
+        let mut input_entities = Vec::new();
+        let mut bindings = Vec::new();
+        for d in deps {
+            // Dependencies come first in topological order, so they are built
+            // unless they failed validation themselves.
+            let dep = built[d.feature].as_ref()?;
+            input_names.push(Arc::clone(&dep.name));
+            input_entities.push(Arc::clone(&dep.entity));
+            let b = match d.query {
+                QueryKind::Latest => Binding::Record(Arc::clone(&dep.entity)),
+                _ => Binding::Records(Arc::clone(&dep.entity)),
+            };
+            bindings.push((Arc::clone(&dep.name), b));
+        }
+        let mut args = Vec::new();
+        for (arg, a) in &f.args {
+            let apath = format!("{path}.args.{arg}");
+            self.check_name(&apath, "argument", arg);
+            if input_names.iter().any(|n| &**n == arg.as_str()) {
+                self.err(
+                    &apath,
+                    format!("argument `{arg}` clashes with the dependency of that name"),
+                );
+            }
+            let default = match &a.default {
+                None => None,
+                Some(j) => match a.ty.from_json(j) {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        self.err(
+                            format!("{apath}.default"),
+                            format!("default does not match type {}: {e}", a.ty),
+                        );
+                        None
+                    }
+                },
+            };
+            let arg_name: Arc<str> = arg.as_str().into();
+            bindings.push((Arc::clone(&arg_name), Binding::Scalar(a.ty.clone())));
+            args.push(Arg {
+                name: arg_name,
+                ty: a.ty.clone(),
+                default,
+            });
+        }
+        bindings.push((cel_udf::NOW.into(), Binding::Scalar(FieldType::Timestamp)));
+
+        let udf = match &f.udf {
+            None => {
+                self.err(
+                    &path,
+                    "an on-demand feature needs a `udf` (`expr` or `native`)",
+                );
+                return None;
+            }
+            Some(u) => match (&u.expr, &u.native) {
+                (Some(exprs), None) => match CelUdf::compile(cel_env, entity, exprs, &bindings) {
+                    Ok(c) => UdfImpl::Cel(Arc::new(c)),
+                    Err(problems) => {
+                        for p in problems {
+                            let p_path = match &p.field {
+                                Some(field) => format!("{path}.udf.expr.{field}"),
+                                None => format!("{path}.udf.expr"),
+                            };
+                            self.err(p_path, p.message);
+                        }
+                        return None;
+                    }
+                },
+                (None, Some(n)) => {
+                    match natives.get(n) {
+                        Some(udf) => UdfImpl::Native {
+                            name: n.as_str().into(),
+                            udf,
+                        },
+                        None => {
+                            let known = natives.names();
+                            self.err(
+                            format!("{path}.udf.native"),
+                            format!(
+                                "no native udf `{n}` is registered in this binary (registered: {})",
+                                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                            ),
+                        );
+                            return None;
+                        }
+                    }
+                }
+                _ => {
+                    self.err(
+                        format!("{path}.udf"),
+                        "give exactly one of `expr` and `native`",
+                    );
+                    return None;
+                }
+            },
+        };
+        let arg_names = args.iter().map(|a| Arc::clone(&a.name)).collect();
+        Some(FeatureKind::OnDemand {
+            dependencies: deps.to_vec(),
+            input_names,
+            input_entities,
+            args,
+            arg_names,
+            udf,
+        })
+    }
+
+    fn check_source(
+        &mut self,
+        path: &str,
+        src: &MockSourceSpec,
+        entity: &Entity,
+        env: &Arc<cel::Env>,
+    ) {
+        if src.period_s.is_some_and(|p| !(p >= 0.0 && p.is_finite())) {
+            self.err(
+                format!("{path}.period_s"),
+                "period_s must be a non-negative number",
+            );
+        }
+        match (&src.items, &src.generate) {
+            (Some(items), None) => {
+                for (i, item) in items.iter().enumerate() {
+                    for (k, v) in item {
+                        match entity.column_index(k) {
+                            None => self.err(
+                                format!("{path}.items[{i}].{k}"),
+                                format!("entity `{}` has no field `{k}`", entity.name),
+                            ),
+                            Some(c) if c == entity.timestamp_index => self.err(
+                                format!("{path}.items[{i}].{k}"),
+                                "the timestamp is the emit time; leave it out",
+                            ),
+                            Some(c) => {
+                                if let Err(e) = entity.columns[c].ty.from_json(v) {
+                                    self.err(format!("{path}.items[{i}].{k}"), e);
+                                }
+                            }
+                        }
+                    }
+                    for key in entity.keys() {
+                        if !item.contains_key(&*key.name) {
+                            self.err(
+                                format!("{path}.items[{i}]"),
+                                format!("missing key field `{}`", key.name),
+                            );
+                        }
+                    }
+                }
+            }
+            (None, Some(generate)) => {
+                for (k, expr) in &generate.columns {
+                    let cpath = format!("{path}.generate.columns.{k}");
+                    match entity.column_index(k) {
+                        None => self.err(
+                            &cpath,
+                            format!("entity `{}` has no field `{k}`", entity.name),
+                        ),
+                        Some(c) if c == entity.timestamp_index => {
+                            self.err(&cpath, "the timestamp is the emit time; leave it out")
+                        }
+                        Some(_) => {
+                            if let Err(e) = cel_udf::compile_scalar(env, expr, &["i", "tick"]) {
+                                self.err(&cpath, e);
+                            }
+                        }
+                    }
+                }
+                for key in entity.keys() {
+                    if !generate.columns.contains_key(&*key.name) {
+                        self.err(
+                            format!("{path}.generate.columns"),
+                            format!("missing key field `{}`", key.name),
+                        );
+                    }
+                }
+            }
+            _ => self.err(path, "give exactly one of `items` and `generate`"),
+        }
+    }
+}
+
+/// Returns the nodes in dependency order, or one cycle.
+fn topo_order(deps_of: &[Vec<Dependency>]) -> Result<Vec<FeatureId>, Vec<FeatureId>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Active,
+        Done,
+    }
+    fn visit(
+        n: FeatureId,
+        deps_of: &[Vec<Dependency>],
+        marks: &mut [Mark],
+        stack: &mut Vec<FeatureId>,
+        order: &mut Vec<FeatureId>,
+    ) -> Result<(), Vec<FeatureId>> {
+        match marks[n] {
+            Mark::Done => return Ok(()),
+            Mark::Active => {
+                let start = stack.iter().position(|&x| x == n).unwrap_or(0);
+                let mut cycle = stack[start..].to_vec();
+                cycle.push(n);
+                return Err(cycle);
+            }
+            Mark::New => {}
+        }
+        marks[n] = Mark::Active;
+        stack.push(n);
+        for d in &deps_of[n] {
+            visit(d.feature, deps_of, marks, stack, order)?;
+        }
+        stack.pop();
+        marks[n] = Mark::Done;
+        order.push(n);
+        Ok(())
+    }
+    let mut marks = vec![Mark::New; deps_of.len()];
+    let mut order = Vec::with_capacity(deps_of.len());
+    for n in 0..deps_of.len() {
+        visit(n, deps_of, &mut marks, &mut Vec::new(), &mut order)?;
+    }
+    Ok(order)
+}

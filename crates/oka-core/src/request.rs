@@ -1,0 +1,559 @@
+//! The feature request (Volga's field names) and its validation against a registry.
+//!
+//! [`Registry::prepare`] turns a [`FeatureRequest`] into [`Prepared`]: the targets
+//! grouped by key list, each group with its plan, its canonical keys, its resolved
+//! storage reads (deduplicated) and its UDF arguments. Every problem is a
+//! [`RequestError`] that names the offending value.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+use serde_json::{Map, Value as Json};
+
+use crate::error::{ErrorCode, RequestError};
+use crate::key::EntityKey;
+use crate::plan::{Plan, SlotQuery};
+use crate::query::{MAX_LAST_N, Query};
+use crate::registry::{Entity, FeatureId, FeatureKind, QueryKind, Registry};
+use crate::value::{FieldType, Timestamp, Value, json_kind};
+
+/// A key object: key field name → value.
+pub type KeyObject = Map<String, Json>;
+
+/// A feature request, as sent to `POST /v1/features` and Volga's `/on_demand_compute`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureRequest {
+    /// Features to compute and return.
+    pub target_features: Vec<String>,
+    /// One key list for every target.
+    #[serde(default)]
+    pub keys: Option<Vec<KeyObject>>,
+    /// Key lists per feature (Volga's form): a target uses its own list, or the list
+    /// given for a feature it depends on.
+    #[serde(default)]
+    pub feature_keys: Option<IndexMap<String, Vec<KeyObject>>>,
+    /// Query parameters per feature: `start`/`end` for `range`, `n` for `last_n`.
+    #[serde(default)]
+    pub query_args: Option<HashMap<String, Option<Map<String, Json>>>>,
+    /// UDF arguments per on-demand feature.
+    #[serde(default)]
+    pub udf_args: Option<HashMap<String, Option<Map<String, Json>>>>,
+}
+
+/// The largest number of keys in one request (over all key lists).
+pub const MAX_KEYS: usize = 10_000;
+
+/// A resolved storage read.
+#[derive(Debug, Clone)]
+pub struct Fetch {
+    /// The pipeline feature.
+    pub feature: FeatureId,
+    /// The query with its parameters.
+    pub query: Query,
+    /// The keys, in request order.
+    pub keys: Arc<[EntityKey]>,
+}
+
+/// Targets that share a key list, ready to execute.
+#[derive(Debug)]
+pub struct Group {
+    /// The plan of this group's targets.
+    pub plan: Arc<Plan>,
+    /// How many keys.
+    pub key_count: usize,
+    /// Distinct storage reads: one per (feature, query).
+    pub fetches: Vec<Fetch>,
+    /// For each plan slot, its index in `fetches`.
+    pub slot_fetch: Vec<usize>,
+    /// For each plan step, its UDF arguments.
+    pub step_args: Vec<Vec<Value>>,
+    /// For each plan step, per key, the request's values of the output entity's key
+    /// fields.
+    pub step_keys: Vec<Arc<[Vec<Value>]>>,
+}
+
+/// A validated request.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The request time (`now` for UDFs and default ranges).
+    pub now: Timestamp,
+    /// The groups to execute.
+    pub groups: Vec<Group>,
+    /// The targets in request order: (feature, group, index in that group's plan results).
+    pub targets: Vec<(FeatureId, usize, usize)>,
+}
+
+impl Prepared {
+    /// The total number of keys over all groups.
+    pub fn key_count(&self) -> usize {
+        self.groups.iter().map(|g| g.key_count).sum()
+    }
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> RequestError {
+    RequestError::new(code, message)
+}
+
+impl Registry {
+    fn lookup(&self, name: &str, place: &str) -> Result<FeatureId, RequestError> {
+        self.feature_id(name).ok_or_else(|| {
+            err(
+                ErrorCode::UnknownFeature,
+                format!("unknown feature `{}` in {place}", truncate(name)),
+            )
+        })
+    }
+
+    /// Validates `req` and resolves everything execution needs.
+    pub fn prepare(&self, req: &FeatureRequest, now: Timestamp) -> Result<Prepared, RequestError> {
+        if req.target_features.is_empty() {
+            return Err(err(ErrorCode::InvalidRequest, "`target_features` is empty"));
+        }
+        // Targets, deduplicated, in request order.
+        let mut targets: Vec<FeatureId> = Vec::with_capacity(req.target_features.len());
+        for name in &req.target_features {
+            let id = self.lookup(name, "`target_features`")?;
+            if !targets.contains(&id) {
+                targets.push(id);
+            }
+        }
+        let feature_keys: Vec<(FeatureId, &Vec<KeyObject>)> = match &req.feature_keys {
+            None => Vec::new(),
+            Some(fk) => fk
+                .iter()
+                .map(|(name, keys)| Ok((self.lookup(name, "`feature_keys`")?, keys)))
+                .collect::<Result<_, RequestError>>()?,
+        };
+        let total_keys = req.keys.as_ref().map_or(0, Vec::len)
+            + feature_keys.iter().map(|(_, k)| k.len()).sum::<usize>();
+        if total_keys > MAX_KEYS {
+            return Err(err(
+                ErrorCode::InvalidRequest,
+                format!("{total_keys} keys in one request; the limit is {MAX_KEYS}"),
+            ));
+        }
+
+        // Assign each target a key list: its own, else one given for a feature it
+        // depends on, else `keys`. `None` stands for `keys`.
+        let mut used_lists = vec![false; feature_keys.len()];
+        let mut group_of: Vec<(Option<usize>, Vec<FeatureId>)> = Vec::new();
+        for &t in &targets {
+            let list = self.key_list_for(t, &feature_keys, req.keys.is_some())?;
+            if let Some(i) = list {
+                used_lists[i] = true;
+            }
+            match group_of.iter_mut().find(|(l, _)| *l == list) {
+                Some((_, ts)) => ts.push(t),
+                None => group_of.push((list, vec![t])),
+            }
+        }
+        if let Some(i) = used_lists.iter().position(|u| !u) {
+            let name = &self.feature(feature_keys[i].0).name;
+            return Err(err(
+                ErrorCode::InvalidRequest,
+                format!("`feature_keys` gives keys for `{name}`, which no target needs"),
+            ));
+        }
+
+        let query_args = self.arg_maps(req.query_args.as_ref(), "`query_args`")?;
+        let udf_args = self.arg_maps(req.udf_args.as_ref(), "`udf_args`")?;
+        for (&f, args) in &query_args {
+            if let Some(k) = args
+                .keys()
+                .find(|k| !matches!(k.as_str(), "start" | "end" | "n"))
+            {
+                return Err(err(
+                    ErrorCode::InvalidQueryArg,
+                    format!(
+                        "`query_args.{}`: unknown parameter `{}` (expected `start`, `end` or `n`)",
+                        self.feature(f).name,
+                        truncate(k)
+                    ),
+                ));
+            }
+        }
+
+        let mut groups = Vec::with_capacity(group_of.len());
+        let mut target_pos = Vec::with_capacity(targets.len());
+        for (list, mut ts) in group_of {
+            let keys: &[KeyObject] = match list {
+                Some(i) => feature_keys[i].1,
+                None => req.keys.as_deref().unwrap_or(&[]),
+            };
+            ts.sort_unstable();
+            let plan = self.plan(&ts);
+            groups.push(self.group(plan, keys, &query_args, &udf_args, now)?);
+        }
+        for &t in &targets {
+            let (g, pos) = groups
+                .iter()
+                .enumerate()
+                .find_map(|(g, group)| {
+                    group
+                        .plan
+                        .targets
+                        .iter()
+                        .position(|&x| x == t)
+                        .map(|p| (g, p))
+                })
+                .ok_or_else(|| err(ErrorCode::Internal, "target lost while grouping"))?;
+            target_pos.push((t, g, pos));
+        }
+        Ok(Prepared {
+            now,
+            groups,
+            targets: target_pos,
+        })
+    }
+
+    fn key_list_for(
+        &self,
+        target: FeatureId,
+        feature_keys: &[(FeatureId, &Vec<KeyObject>)],
+        have_keys: bool,
+    ) -> Result<Option<usize>, RequestError> {
+        if let Some(i) = feature_keys.iter().position(|(f, _)| *f == target) {
+            return Ok(Some(i));
+        }
+        let plan = self.plan(&[target]);
+        let in_closure = |f: FeatureId| {
+            plan.slots.iter().any(|s| s.feature == f) || plan.steps.iter().any(|s| s.feature == f)
+        };
+        let mut found: Option<usize> = None;
+        for (i, (f, keys)) in feature_keys.iter().enumerate() {
+            if !in_closure(*f) {
+                continue;
+            }
+            match found {
+                None => found = Some(i),
+                Some(j) if feature_keys[j].1 == *keys => {}
+                Some(j) => {
+                    return Err(err(
+                        ErrorCode::InvalidRequest,
+                        format!(
+                            "`feature_keys` gives different keys for `{}` and `{}`, both inputs of `{}`",
+                            self.feature(feature_keys[j].0).name,
+                            self.feature(*f).name,
+                            self.feature(target).name
+                        ),
+                    ));
+                }
+            }
+        }
+        match found {
+            Some(i) => Ok(Some(i)),
+            None if have_keys => Ok(None),
+            None => Err(err(
+                ErrorCode::MissingKeys,
+                format!(
+                    "no keys for `{}`: give `keys`, or `feature_keys` for it",
+                    self.feature(target).name
+                ),
+            )),
+        }
+    }
+
+    fn arg_maps<'a>(
+        &self,
+        maps: Option<&'a HashMap<String, Option<Map<String, Json>>>>,
+        place: &str,
+    ) -> Result<HashMap<FeatureId, &'a Map<String, Json>>, RequestError> {
+        let mut out = HashMap::new();
+        for (name, args) in maps.into_iter().flatten() {
+            let id = self.lookup(name, place)?;
+            if let Some(args) = args {
+                out.insert(id, args);
+            }
+        }
+        Ok(out)
+    }
+
+    fn group(
+        &self,
+        plan: Arc<Plan>,
+        keys: &[KeyObject],
+        query_args: &HashMap<FeatureId, &Map<String, Json>>,
+        udf_args: &HashMap<FeatureId, &Map<String, Json>>,
+        now: Timestamp,
+    ) -> Result<Group, RequestError> {
+        if keys.is_empty() {
+            return Err(err(ErrorCode::MissingKeys, "the key list is empty"));
+        }
+        // Every key field must belong to some entity this group reads or returns.
+        let mut entities: Vec<&Arc<Entity>> = Vec::new();
+        for f in plan
+            .slots
+            .iter()
+            .map(|s| s.feature)
+            .chain(plan.steps.iter().map(|s| s.feature))
+        {
+            let e = &self.feature(f).entity;
+            if !entities.iter().any(|x| Arc::ptr_eq(x, e)) {
+                entities.push(e);
+            }
+        }
+        for (i, k) in keys.iter().enumerate() {
+            if let Some(field) = k.keys().find(|name| {
+                !entities
+                    .iter()
+                    .any(|e| e.keys().any(|c| *c.name == ***name))
+            }) {
+                return Err(err(
+                    ErrorCode::InvalidKey,
+                    format!("key {i}: unknown key field `{}`", truncate(field)),
+                ));
+            }
+        }
+
+        // Canonical keys, once per entity read.
+        let mut entity_keys: Vec<(&Arc<Entity>, Arc<[EntityKey]>)> = Vec::new();
+        let mut fetches: Vec<Fetch> = Vec::with_capacity(plan.slots.len());
+        let mut slot_fetch = Vec::with_capacity(plan.slots.len());
+        for slot in &plan.slots {
+            let feature = self.feature(slot.feature);
+            let ek = match entity_keys
+                .iter()
+                .find(|(e, _)| Arc::ptr_eq(e, &feature.entity))
+            {
+                Some((_, k)) => Arc::clone(k),
+                None => {
+                    let k = canonical_keys(&feature.entity, keys)?;
+                    entity_keys.push((&feature.entity, Arc::clone(&k)));
+                    k
+                }
+            };
+            let args = query_args.get(&slot.args_from).copied();
+            let query = self.resolve_query(slot.feature, slot.query, slot.args_from, args, now)?;
+            let idx = match fetches
+                .iter()
+                .position(|f| f.feature == slot.feature && f.query == query)
+            {
+                Some(i) => i,
+                None => {
+                    fetches.push(Fetch {
+                        feature: slot.feature,
+                        query,
+                        keys: ek,
+                    });
+                    fetches.len() - 1
+                }
+            };
+            slot_fetch.push(idx);
+        }
+
+        let mut step_args = Vec::with_capacity(plan.steps.len());
+        let mut step_keys = Vec::with_capacity(plan.steps.len());
+        for step in &plan.steps {
+            let feature = self.feature(step.feature);
+            let FeatureKind::OnDemand { args, .. } = &feature.kind else {
+                return Err(err(ErrorCode::Internal, "plan step is not on-demand"));
+            };
+            let given = udf_args.get(&step.feature).copied();
+            if let Some(given) = given {
+                if let Some(unknown) = given.keys().find(|k| !args.iter().any(|a| *a.name == ***k))
+                {
+                    let declared: Vec<&str> = args.iter().map(|a| &*a.name).collect();
+                    return Err(err(
+                        ErrorCode::UnknownUdfArg,
+                        format!(
+                            "`udf_args.{}`: unknown argument `{}` (declared: {})",
+                            feature.name,
+                            truncate(unknown),
+                            if declared.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                declared.join(", ")
+                            }
+                        ),
+                    ));
+                }
+            }
+            let mut values = Vec::with_capacity(args.len());
+            for a in args {
+                let v = match given.and_then(|g| g.get(&*a.name)).filter(|j| !j.is_null()) {
+                    Some(j) => a.ty.from_json(j).map_err(|e| {
+                        err(
+                            ErrorCode::InvalidUdfArg,
+                            format!("`udf_args.{}.{}`: {e}", feature.name, a.name),
+                        )
+                    })?,
+                    None => a.default.clone().ok_or_else(|| {
+                        err(
+                            ErrorCode::InvalidUdfArg,
+                            format!(
+                                "`udf_args.{}.{}` is required ({})",
+                                feature.name, a.name, a.ty
+                            ),
+                        )
+                    })?,
+                };
+                values.push(v);
+            }
+            step_args.push(values);
+            let out_keys: Vec<Vec<Value>> = keys
+                .iter()
+                .map(|k| {
+                    feature
+                        .entity
+                        .keys()
+                        .map(|c| {
+                            k.get(&*c.name)
+                                .and_then(|j| c.ty.from_json(j).ok())
+                                .unwrap_or(Value::Null)
+                        })
+                        .collect()
+                })
+                .collect();
+            step_keys.push(out_keys.into());
+        }
+        Ok(Group {
+            plan,
+            key_count: keys.len(),
+            fetches,
+            slot_fetch,
+            step_args,
+            step_keys,
+        })
+    }
+
+    fn resolve_query(
+        &self,
+        feature: FeatureId,
+        query: SlotQuery,
+        args_from: FeatureId,
+        args: Option<&Map<String, Json>>,
+        now: Timestamp,
+    ) -> Result<Query, RequestError> {
+        let owner = &self.feature(args_from).name;
+        let dep = &self.feature(feature).name;
+        let get = |name: &str| args.and_then(|a| a.get(name)).filter(|j| !j.is_null());
+        let time = |name: &str| -> Result<Option<Timestamp>, RequestError> {
+            get(name)
+                .map(|j| match FieldType::Timestamp.from_json(j) {
+                    Ok(Value::Timestamp(t)) => Ok(t),
+                    Ok(_) | Err(_) => Err(err(
+                        ErrorCode::InvalidQueryArg,
+                        format!(
+                            "`query_args.{owner}.{name}`: expected an RFC 3339 timestamp or epoch seconds, got {}",
+                            json_kind(j)
+                        ),
+                    )),
+                })
+                .transpose()
+        };
+        let count = || -> Result<Option<usize>, RequestError> {
+            get("n")
+                .map(|j| match j.as_u64() {
+                    Some(n) if (1..=MAX_LAST_N as u64).contains(&n) => Ok(n as usize),
+                    _ => Err(err(
+                        ErrorCode::InvalidQueryArg,
+                        format!("`query_args.{owner}.n` must be an integer from 1 to {MAX_LAST_N}"),
+                    )),
+                })
+                .transpose()
+        };
+        let range = |lookback_s: Option<f64>| -> Result<Query, RequestError> {
+            let end = time("end")?.unwrap_or(now);
+            let start = match (time("start")?, lookback_s) {
+                (Some(s), _) => s,
+                (None, Some(l)) => end.saturating_sub_micros((l * 1e6) as i64),
+                (None, None) => {
+                    return Err(err(
+                        ErrorCode::InvalidQueryArg,
+                        format!(
+                            "the range query of `{dep}` for `{owner}` needs `query_args.{owner}.start`"
+                        ),
+                    ));
+                }
+            };
+            if start > end {
+                return Err(err(
+                    ErrorCode::InvalidQueryArg,
+                    format!("`query_args.{owner}`: `start` is after `end`"),
+                ));
+            }
+            Ok(Query::Range { start, end })
+        };
+        match query {
+            SlotQuery::Dependency(QueryKind::Latest) => Ok(Query::Latest),
+            SlotQuery::Dependency(QueryKind::Range { lookback_s }) => range(lookback_s),
+            SlotQuery::Dependency(QueryKind::LastN { n }) => match count()?.or(n) {
+                Some(n) => Ok(Query::LastN { n }),
+                None => Err(err(
+                    ErrorCode::InvalidQueryArg,
+                    format!(
+                        "the last_n query of `{dep}` for `{owner}` needs `query_args.{owner}.n`"
+                    ),
+                )),
+            },
+            SlotQuery::Direct => {
+                let has_range = get("start").is_some() || get("end").is_some();
+                match (has_range, count()?) {
+                    (true, Some(_)) => Err(err(
+                        ErrorCode::InvalidQueryArg,
+                        format!("`query_args.{owner}`: give `start`/`end` or `n`, not both"),
+                    )),
+                    (true, None) => range(None),
+                    (false, Some(n)) => Ok(Query::LastN { n }),
+                    (false, None) => Ok(Query::Latest),
+                }
+            }
+        }
+    }
+}
+
+/// Canonical keys of `entity` for each key object, validating fields and types.
+fn canonical_keys(entity: &Entity, keys: &[KeyObject]) -> Result<Arc<[EntityKey]>, RequestError> {
+    let mut out = Vec::with_capacity(keys.len());
+    let mut values = Vec::with_capacity(entity.key_index.len());
+    for (i, k) in keys.iter().enumerate() {
+        values.clear();
+        for c in entity.keys() {
+            let j = k.get(&*c.name).ok_or_else(|| {
+                err(
+                    ErrorCode::InvalidKey,
+                    format!(
+                        "key {i} lacks field `{}` of entity `{}`",
+                        c.name, entity.name
+                    ),
+                )
+            })?;
+            let v = match (&c.ty, j) {
+                (FieldType::String, Json::String(s)) => Value::String(s.as_str().into()),
+                (FieldType::Int, Json::Number(n)) if n.as_i64().is_some() => {
+                    Value::Int(n.as_i64().unwrap_or_default())
+                }
+                _ => {
+                    return Err(err(
+                        ErrorCode::InvalidKey,
+                        format!(
+                            "key {i}: field `{}` must be {}, got {}",
+                            c.name,
+                            c.ty,
+                            json_kind(j)
+                        ),
+                    ));
+                }
+            };
+            values.push(v);
+        }
+        out.push(EntityKey::encode(&values));
+    }
+    Ok(out.into())
+}
+
+/// Shortens user-supplied names echoed in error messages.
+fn truncate(s: &str) -> String {
+    const MAX: usize = 64;
+    if s.len() <= MAX {
+        return s.to_owned();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}

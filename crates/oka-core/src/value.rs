@@ -1,0 +1,395 @@
+//! Typed values, rows and their JSON form.
+
+use std::fmt;
+use std::sync::Arc;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::{Deserialize, Serialize};
+
+/// Microseconds since the Unix epoch, UTC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Timestamp(pub i64);
+
+impl Timestamp {
+    /// The current wall-clock time.
+    pub fn now() -> Self {
+        Self(Utc::now().timestamp_micros())
+    }
+
+    /// From fractional seconds since the epoch (Volga's `Decimal` epoch seconds).
+    pub fn from_epoch_seconds(secs: f64) -> Option<Self> {
+        let micros = secs * 1e6;
+        if micros.is_finite() && micros.abs() < i64::MAX as f64 {
+            Some(Self(micros.round() as i64))
+        } else {
+            None
+        }
+    }
+
+    /// Parses RFC 3339 (`2025-04-18T10:00:00Z`, `…+02:00`).
+    pub fn parse_rfc3339(s: &str) -> Option<Self> {
+        DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| Self(t.timestamp_micros()))
+    }
+
+    /// As a chrono UTC datetime; `None` when out of chrono's range.
+    pub fn to_datetime(self) -> Option<DateTime<Utc>> {
+        DateTime::from_timestamp_micros(self.0)
+    }
+
+    /// RFC 3339 with microseconds and an explicit `+00:00` offset, which both RFC 3339
+    /// parsers and Python's `datetime.fromisoformat` (3.7+) accept.
+    pub fn to_rfc3339(self) -> String {
+        match self.to_datetime() {
+            Some(t) => t.to_rfc3339_opts(SecondsFormat::Micros, false),
+            None => self.0.to_string(),
+        }
+    }
+
+    /// Shifted by a number of microseconds, saturating.
+    pub fn saturating_sub_micros(self, micros: i64) -> Self {
+        Self(self.0.saturating_sub(micros))
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_rfc3339())
+    }
+}
+
+/// The type of an entity field or a UDF argument.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FieldType {
+    String,
+    Int,
+    Float,
+    Bool,
+    Timestamp,
+    List(Box<FieldType>),
+}
+
+impl FieldType {
+    /// Parses the spec spelling: `string`, `int`, `float`, `bool`, `timestamp`, `list<T>`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.trim();
+        Some(match s {
+            "string" => Self::String,
+            "int" => Self::Int,
+            "float" => Self::Float,
+            "bool" => Self::Bool,
+            "timestamp" => Self::Timestamp,
+            _ => {
+                let inner = s.strip_prefix("list<")?.strip_suffix('>')?;
+                Self::List(Box::new(Self::parse(inner)?))
+            }
+        })
+    }
+
+    /// Whether a key field may have this type (keys are scalars).
+    pub fn is_key_type(&self) -> bool {
+        matches!(self, Self::String | Self::Int)
+    }
+
+    /// Whether `value` is of this type; null is accepted for any type, and an int
+    /// is accepted where a float is expected (it is widened on [`coerce`](Self::coerce)).
+    pub fn accepts(&self, value: &Value) -> bool {
+        match (self, value) {
+            (_, Value::Null) => true,
+            (Self::String, Value::String(_))
+            | (Self::Int, Value::Int(_))
+            | (Self::Float, Value::Float(_) | Value::Int(_))
+            | (Self::Bool, Value::Bool(_))
+            | (Self::Timestamp, Value::Timestamp(_)) => true,
+            (Self::List(inner), Value::List(items)) => items.iter().all(|v| inner.accepts(v)),
+            _ => false,
+        }
+    }
+
+    /// Converts `value` to this type where that loses nothing (int → float, and
+    /// the same inside lists); `None` when the value is not of this type.
+    pub fn coerce(&self, value: Value) -> Option<Value> {
+        match (self, value) {
+            (_, Value::Null) => Some(Value::Null),
+            (Self::Float, Value::Int(i)) => Some(Value::Float(i as f64)),
+            (Self::List(inner), Value::List(items)) => {
+                let converted: Option<Vec<Value>> =
+                    items.iter().cloned().map(|v| inner.coerce(v)).collect();
+                converted.map(|v| Value::List(v.into()))
+            }
+            (ty, v) => ty.accepts(&v).then_some(v),
+        }
+    }
+
+    /// Parses a JSON value as this type. Timestamps accept RFC 3339 strings and epoch
+    /// seconds; `null` is accepted for any type.
+    pub fn from_json(&self, json: &serde_json::Value) -> Result<Value, String> {
+        use serde_json::Value as J;
+        let bad = || format!("expected {self}, got {}", json_kind(json));
+        match (self, json) {
+            (_, J::Null) => Ok(Value::Null),
+            (Self::String, J::String(s)) => Ok(Value::String(s.as_str().into())),
+            (Self::Int, J::Number(n)) => n.as_i64().map(Value::Int).ok_or_else(bad),
+            (Self::Float, J::Number(n)) => n.as_f64().map(Value::Float).ok_or_else(bad),
+            (Self::Bool, J::Bool(b)) => Ok(Value::Bool(*b)),
+            (Self::Timestamp, J::String(s)) => Timestamp::parse_rfc3339(s)
+                .map(Value::Timestamp)
+                .ok_or_else(|| format!("invalid RFC 3339 timestamp `{s}`")),
+            (Self::Timestamp, J::Number(n)) => n
+                .as_f64()
+                .and_then(Timestamp::from_epoch_seconds)
+                .map(Value::Timestamp)
+                .ok_or_else(bad),
+            (Self::List(inner), J::Array(items)) => items
+                .iter()
+                .map(|v| inner.from_json(v))
+                .collect::<Result<Vec<_>, _>>()
+                .map(|v| Value::List(v.into())),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// A short name of a JSON value's kind, for error messages.
+pub fn json_kind(json: &serde_json::Value) -> &'static str {
+    match json {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(n) if n.is_f64() => "float",
+        serde_json::Value::Number(_) => "int",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "list",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+impl fmt::Display for FieldType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::String => f.write_str("string"),
+            Self::Int => f.write_str("int"),
+            Self::Float => f.write_str("float"),
+            Self::Bool => f.write_str("bool"),
+            Self::Timestamp => f.write_str("timestamp"),
+            Self::List(inner) => write!(f, "list<{inner}>"),
+        }
+    }
+}
+
+impl Serialize for FieldType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for FieldType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown type `{s}` (expected string, int, float, bool, timestamp or list<T>)"
+            ))
+        })
+    }
+}
+
+/// A feature value.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Value {
+    #[default]
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    String(Arc<str>),
+    Timestamp(Timestamp),
+    List(Arc<[Value]>),
+}
+
+impl Value {
+    /// Whether this is `Null`.
+    pub fn is_null(&self) -> bool {
+        matches!(self, Self::Null)
+    }
+
+    /// The value as JSON. Non-finite floats become `null` (JSON has no NaN).
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as J;
+        match self {
+            Self::Null => J::Null,
+            Self::Bool(b) => J::Bool(*b),
+            Self::Int(i) => J::from(*i),
+            Self::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+            Self::String(s) => J::String(s.to_string()),
+            Self::Timestamp(t) => J::String(t.to_rfc3339()),
+            Self::List(items) => J::Array(items.iter().map(Self::to_json).collect()),
+        }
+    }
+
+    /// Appends the JSON form of this value to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Self::Null => out.extend_from_slice(b"null"),
+            Self::Bool(true) => out.extend_from_slice(b"true"),
+            Self::Bool(false) => out.extend_from_slice(b"false"),
+            Self::Int(i) => {
+                let _ = serde_json::to_writer(&mut *out, i);
+            }
+            Self::Float(f) if f.is_finite() => {
+                // serde_json's float formatting (ryu) keeps `4.0` as `4.0`.
+                let _ = serde_json::to_writer(&mut *out, f);
+            }
+            Self::Float(_) => out.extend_from_slice(b"null"),
+            Self::String(s) => write_json_str(out, s),
+            Self::Timestamp(t) => write_json_str(out, &t.to_rfc3339()),
+            Self::List(items) => {
+                out.push(b'[');
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    v.write_json(out);
+                }
+                out.push(b']');
+            }
+        }
+    }
+}
+
+/// Appends `s` as a JSON string literal.
+pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+impl From<&str> for Value {
+    fn from(s: &str) -> Self {
+        Self::String(s.into())
+    }
+}
+impl From<f64> for Value {
+    fn from(f: f64) -> Self {
+        Self::Float(f)
+    }
+}
+impl From<i64> for Value {
+    fn from(i: i64) -> Self {
+        Self::Int(i)
+    }
+}
+impl From<bool> for Value {
+    fn from(b: bool) -> Self {
+        Self::Bool(b)
+    }
+}
+impl From<Timestamp> for Value {
+    fn from(t: Timestamp) -> Self {
+        Self::Timestamp(t)
+    }
+}
+
+/// One record of an entity: every column (key fields, the timestamp, value fields,
+/// in the entity's column order) plus the event time it was recorded at.
+///
+/// Rows are cheap to clone: the columns are shared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// When the event happened (the entity's timestamp column).
+    pub event_time: Timestamp,
+    /// All columns in entity column order.
+    pub columns: Arc<[Value]>,
+}
+
+impl Row {
+    /// A row from its columns; `event_time` must equal the timestamp column.
+    pub fn new(event_time: Timestamp, columns: impl Into<Arc<[Value]>>) -> Self {
+        Self {
+            event_time,
+            columns: columns.into(),
+        }
+    }
+
+    /// Approximate heap size in bytes, for memory accounting.
+    pub fn approx_size(&self) -> usize {
+        fn size(v: &Value) -> usize {
+            std::mem::size_of::<Value>()
+                + match v {
+                    Value::String(s) => s.len(),
+                    Value::List(items) => items.iter().map(size).sum(),
+                    _ => 0,
+                }
+        }
+        self.columns.iter().map(size).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_types_parse_and_print() {
+        for s in [
+            "string",
+            "int",
+            "float",
+            "bool",
+            "timestamp",
+            "list<float>",
+            "list<list<int>>",
+        ] {
+            assert_eq!(FieldType::parse(s).unwrap().to_string(), s);
+        }
+        assert!(FieldType::parse("double").is_none());
+        assert!(FieldType::parse("list<>").is_none());
+    }
+
+    #[test]
+    fn json_values_are_typed() {
+        let f = FieldType::Float;
+        assert_eq!(
+            f.from_json(&serde_json::json!(2)).unwrap(),
+            Value::Float(2.0)
+        );
+        assert!(FieldType::Int.from_json(&serde_json::json!(2.5)).is_err());
+        assert!(FieldType::String.from_json(&serde_json::json!(1)).is_err());
+        let t = FieldType::Timestamp
+            .from_json(&serde_json::json!("2025-04-18T10:00:00Z"))
+            .unwrap();
+        assert_eq!(t, Value::Timestamp(Timestamp(1_744_970_400_000_000)));
+        let t2 = FieldType::Timestamp
+            .from_json(&serde_json::json!(1_744_970_400))
+            .unwrap();
+        assert_eq!(t, t2);
+    }
+
+    #[test]
+    fn timestamps_print_with_explicit_offset() {
+        assert_eq!(
+            Timestamp(1_744_970_400_000_001).to_rfc3339(),
+            "2025-04-18T10:00:00.000001+00:00"
+        );
+    }
+
+    #[test]
+    fn values_write_json() {
+        let v = Value::List(vec![Value::Float(4.0), Value::Float(f64::NAN), "a\"b".into()].into());
+        let mut out = Vec::new();
+        v.write_json(&mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), r#"[4.0,null,"a\"b"]"#);
+    }
+
+    #[test]
+    fn coerce_widens_ints() {
+        assert_eq!(
+            FieldType::Float.coerce(Value::Int(3)),
+            Some(Value::Float(3.0))
+        );
+        assert_eq!(FieldType::Int.coerce(Value::Float(3.0)), None);
+        let l = FieldType::List(Box::new(FieldType::Float));
+        assert_eq!(
+            l.coerce(Value::List(vec![Value::Int(1)].into())),
+            Some(Value::List(vec![Value::Float(1.0)].into()))
+        );
+    }
+}

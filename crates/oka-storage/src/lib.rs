@@ -1,0 +1,12 @@
+//! Storage for pipeline features.
+//!
+//! - [`store`]: the [`FeatureStore`] trait every backend implements, and its errors.
+//! - [`memory`]: the embedded default, a sharded concurrent map with bounded history.
+//! - [`conformance`]: the suite every backend must pass (run by each backend's tests).
+
+pub mod conformance;
+pub mod memory;
+pub mod store;
+
+pub use memory::MemoryStore;
+pub use store::{FeatureStore, StoreError, StoreErrorKind};

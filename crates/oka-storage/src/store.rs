@@ -1,0 +1,83 @@
+//! The storage contract.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use oka_core::{EntityKey, Feature, Query, Row};
+
+/// What kind of failure a store call had; retry and HTTP decisions look only at this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The call did not finish in time.
+    Timeout,
+    /// The store cannot be reached or refuses service.
+    Unavailable,
+    /// The data addressed does not exist where it must (not for missing keys, which
+    /// are simply empty).
+    NotFound,
+    /// Stored data could not be decoded.
+    Corrupt,
+    /// Anything else.
+    Internal,
+}
+
+impl StoreErrorKind {
+    /// Whether retrying the same call may succeed.
+    pub fn is_transient(self) -> bool {
+        matches!(self, Self::Timeout | Self::Unavailable)
+    }
+}
+
+/// A failed store call.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{kind:?}: {message}")]
+pub struct StoreError {
+    /// The kind.
+    pub kind: StoreErrorKind,
+    /// Details for logs (never sent to clients).
+    pub message: String,
+}
+
+impl StoreError {
+    /// A new error.
+    pub fn new(kind: StoreErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// A store of pipeline feature records, keyed by (feature, canonical entity key),
+/// with a bounded history per key ordered by event time.
+///
+/// Reads are batched: one call answers every key of one feature, and returns one
+/// entry per key in key order. `latest` gives zero or one row per key; `range` and
+/// `last_n` give rows oldest first.
+///
+/// Writes are batched and idempotent for the same (key, event time); an older record
+/// never replaces a newer one as the latest.
+#[async_trait]
+pub trait FeatureStore: Send + Sync + fmt::Debug + 'static {
+    /// The backend's name (a bounded metrics label: `memory`, `redis`, `scylla`).
+    fn backend(&self) -> &'static str;
+
+    /// Reads `query` for every key of `feature`.
+    async fn read(
+        &self,
+        feature: &Feature,
+        keys: &[EntityKey],
+        query: &Query,
+    ) -> Result<Vec<Vec<Row>>, StoreError>;
+
+    /// Writes records of `feature`; each row's `event_time` orders its history.
+    async fn write(
+        &self,
+        feature: &Feature,
+        records: &[(EntityKey, Row)],
+    ) -> Result<(), StoreError>;
+
+    /// Whether the store can serve.
+    async fn health(&self) -> Result<(), StoreError>;
+}
