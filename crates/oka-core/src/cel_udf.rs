@@ -22,9 +22,20 @@ use crate::value::{FieldType, Row, Timestamp, Value};
 /// The variable holding the request time.
 pub const NOW: &str = "now";
 
-/// The shared CEL environment (the standard library), built once per registry.
+/// The shared CEL environment, built once per registry: the standard library plus
+/// the `math` (`math.greatest`, `math.least`, `math.round`, …), `strings` and `lists`
+/// extensions.
 pub fn env() -> Arc<Env> {
-    Arc::new(Env::stdlib())
+    let mut env = Env::stdlib();
+    for ext in [
+        cel::extensions::math as fn(&mut Env) -> Result<(), cel::DeclarationError>,
+        cel::extensions::strings,
+        cel::extensions::lists,
+    ] {
+        // The extensions declare disjoint names, so registering them cannot clash.
+        let _ = env.add_extension(ext);
+    }
+    Arc::new(env)
 }
 
 /// A name visible to expressions, with what it holds (for load-time checks).

@@ -815,3 +815,46 @@ fn topo_order(deps_of: &[Vec<Dependency>]) -> Result<Vec<FeatureId>, Vec<Feature
     }
     Ok(order)
 }
+
+impl Entity {
+    /// Parses a record (an object of this entity's columns) into its canonical key
+    /// and row. Key fields are required; a missing timestamp is `default_time`; a
+    /// missing value field is null; unknown fields and wrong types are errors.
+    pub fn row_from_json(
+        &self,
+        record: &serde_json::Map<String, serde_json::Value>,
+        default_time: crate::value::Timestamp,
+    ) -> Result<(crate::key::EntityKey, crate::value::Row), String> {
+        if let Some(unknown) = record.keys().find(|k| self.column_index(k).is_none()) {
+            return Err(format!("entity `{}` has no field `{unknown}`", self.name));
+        }
+        let mut columns = Vec::with_capacity(self.columns.len());
+        for (i, c) in self.columns.iter().enumerate() {
+            let v = match record.get(&*c.name) {
+                None | Some(serde_json::Value::Null) => {
+                    if self.key_index.contains(&i) {
+                        return Err(format!("missing key field `{}`", c.name));
+                    }
+                    if i == self.timestamp_index {
+                        Value::Timestamp(default_time)
+                    } else {
+                        Value::Null
+                    }
+                }
+                Some(j) => {
+                    c.ty.from_json(j)
+                        .map_err(|e| format!("field `{}`: {e}", c.name))?
+                }
+            };
+            columns.push(v);
+        }
+        let Value::Timestamp(event_time) = columns[self.timestamp_index] else {
+            return Err(format!(
+                "field `{}` is not a timestamp",
+                self.timestamp_name()
+            ));
+        };
+        let key = crate::key::EntityKey::encode(self.key_index.iter().map(|&i| &columns[i]));
+        Ok((key, crate::value::Row::new(event_time, columns)))
+    }
+}

@@ -1,0 +1,218 @@
+//! The `oka` command line. A custom binary calls [`main_with`] with its own native
+//! UDFs:
+//!
+//! ```no_run
+//! let mut udfs = oka_core::NativeUdfs::new();
+//! // udfs.register("my_udf", |call: &oka_core::UdfCall<'_>| { … });
+//! std::process::ExitCode::from(0);
+//! # let _ = udfs;
+//! ```
+//!
+//! - [`stores`]: store URLs → backends (the only place concrete backends are named).
+//! - `demo.yaml`: the spec served by `oka serve --demo`.
+
+pub mod stores;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use oka_core::{NativeUdfs, Registry};
+use oka_server::runtime::{ServerConfig, available_cpus};
+use oka_server::{Limits, Shared};
+use tracing::info;
+
+/// The demo spec (`oka serve --demo`).
+pub const DEMO_SPEC: &str = include_str!("demo.yaml");
+
+/// Oka: an on-demand feature server.
+#[derive(Debug, Parser)]
+#[command(name = "oka", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve features over HTTP.
+    Serve(ServeArgs),
+    /// Validate a spec and print a summary; exits non-zero on errors.
+    Validate {
+        /// The spec file.
+        #[arg(long, env = "OKA_SPEC")]
+        spec: PathBuf,
+    },
+    /// Print the demo spec.
+    DemoSpec,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// The feature spec (YAML).
+    #[arg(
+        long,
+        env = "OKA_SPEC",
+        required_unless_present = "demo",
+        conflicts_with = "demo"
+    )]
+    spec: Option<PathBuf>,
+    /// Serve the built-in demo spec (the seed workload) with its mock source.
+    #[arg(long)]
+    demo: bool,
+    /// The store URL.
+    #[arg(long, env = "OKA_STORE", default_value = "memory://")]
+    store: String,
+    /// Serving address.
+    #[arg(long, env = "OKA_LISTEN", default_value = "0.0.0.0:1122")]
+    listen: SocketAddr,
+    /// Admin address (health, readiness, metrics, stats).
+    #[arg(long, env = "OKA_ADMIN_LISTEN", default_value = "0.0.0.0:9122")]
+    admin_listen: SocketAddr,
+    /// Worker threads (default: the CPUs this process may use).
+    #[arg(long, env = "OKA_WORKERS")]
+    workers: Option<usize>,
+    /// Pin worker i to core i (only when workers ≤ cores).
+    #[arg(long, env = "OKA_PIN", default_value_t = true, action = clap::ArgAction::Set)]
+    pin: bool,
+    /// Largest request body in bytes (413 beyond).
+    #[arg(long, env = "OKA_MAX_BODY_BYTES", default_value_t = Limits::default().max_body_bytes)]
+    max_body_bytes: usize,
+    /// Log format.
+    #[arg(long, env = "OKA_LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+/// Runs the CLI with `natives` available to specs; returns the exit code.
+pub fn main_with(natives: NativeUdfs) -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli, natives) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
+    match cli.command {
+        Command::DemoSpec => {
+            print!("{DEMO_SPEC}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Validate { spec } => {
+            let origin = spec.display().to_string();
+            let yaml =
+                std::fs::read_to_string(&spec).with_context(|| format!("reading {origin}"))?;
+            match Registry::from_yaml(&origin, &yaml, &natives) {
+                Ok(r) => {
+                    let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
+                    println!(
+                        "{origin}: ok ({} entities, {} features: {pipeline} pipeline, {} on-demand)",
+                        r.entities().count(),
+                        r.features().len(),
+                        r.features().len() - pipeline
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+        Command::Serve(args) => serve(args, natives).map(|()| ExitCode::SUCCESS),
+    }
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OKA_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
+    init_logs(args.log_format);
+    let (origin, yaml) = match &args.spec {
+        Some(path) => {
+            let origin = path.display().to_string();
+            let yaml =
+                std::fs::read_to_string(path).with_context(|| format!("reading {origin}"))?;
+            (origin, yaml)
+        }
+        None => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
+    };
+    let registry = Registry::from_yaml(&origin, &yaml, &natives)
+        .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?;
+    info!(spec = %origin, features = registry.features().len(), "spec loaded");
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("building the main runtime")?;
+    rt.block_on(async move {
+        let store = stores::open(&args.store).await?;
+        info!(store = %stores::redact(&args.store), backend = store.backend(), "store opened");
+        let limits = Limits {
+            max_body_bytes: args.max_body_bytes,
+        };
+        let shared = Shared::new(Arc::new(registry), store, limits);
+        let sources = oka_server::source::start(Arc::clone(&shared))
+            .await
+            .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
+        let sources = tokio::spawn(sources);
+
+        let config = ServerConfig {
+            listen: args.listen,
+            admin_listen: args.admin_listen,
+            workers: args.workers.unwrap_or_else(available_cpus),
+            pin: args.pin,
+        };
+        let running = oka_server::runtime::start(&config, shared)
+            .with_context(|| format!("binding {} and {}", config.listen, config.admin_listen))?;
+        shutdown_signal().await;
+        info!("shutting down");
+        sources.abort();
+        tokio::task::spawn_blocking(move || running.shutdown())
+            .await
+            .context("joining workers")?;
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}

@@ -1,0 +1,85 @@
+//! `GET /v1/features`: the registry as JSON, encoded once per load.
+
+use oka_core::Registry;
+use oka_core::registry::{FeatureKind, QueryKind, UdfImpl};
+use serde_json::{Value as Json, json};
+
+/// The catalog body.
+pub fn encode(registry: &Registry) -> bytes::Bytes {
+    let entities: serde_json::Map<String, Json> = registry
+        .entities()
+        .map(|e| {
+            let keys: Vec<&str> = e.keys().map(|c| &*c.name).collect();
+            let columns: serde_json::Map<String, Json> = e
+                .columns
+                .iter()
+                .map(|c| (c.name.to_string(), Json::String(c.ty.to_string())))
+                .collect();
+            (
+                e.name.to_string(),
+                json!({"keys": keys, "timestamp": e.timestamp_name(), "columns": columns}),
+            )
+        })
+        .collect();
+    let features: Vec<Json> = registry
+        .features()
+        .iter()
+        .map(|f| {
+            let mut obj = json!({
+                "name": &*f.name,
+                "entity": &*f.entity.name,
+                "description": f.description,
+            });
+            match &f.kind {
+                FeatureKind::Pipeline { history, source } => {
+                    obj["kind"] = json!("pipeline");
+                    obj["history"] = json!(history);
+                    obj["source"] = json!(source.as_ref().map(|_| "mock"));
+                }
+                FeatureKind::OnDemand {
+                    dependencies,
+                    args,
+                    udf,
+                    ..
+                } => {
+                    obj["kind"] = json!("on_demand");
+                    obj["dependencies"] = dependencies
+                        .iter()
+                        .map(|d| {
+                            let mut dep = json!({
+                                "feature": &*registry.feature(d.feature).name,
+                                "query": d.query.name(),
+                            });
+                            match d.query {
+                                QueryKind::Range { lookback_s: Some(l) } => dep["lookback_s"] = json!(l),
+                                QueryKind::LastN { n: Some(n) } => dep["n"] = json!(n),
+                                _ => {}
+                            }
+                            dep
+                        })
+                        .collect();
+                    obj["args"] = args
+                        .iter()
+                        .map(|a| {
+                            (
+                                a.name.to_string(),
+                                json!({"type": a.ty.to_string(), "default": a.default.as_ref().map(|v| v.to_json())}),
+                            )
+                        })
+                        .collect::<serde_json::Map<_, _>>()
+                        .into();
+                    obj["udf"] = match udf {
+                        UdfImpl::Cel(_) => {
+                            let spec = registry.spec().features.get(&*f.name).and_then(|s| s.udf.as_ref());
+                            json!({"expr": spec.and_then(|u| u.expr.clone())})
+                        }
+                        UdfImpl::Native { name, .. } => json!({"native": &**name}),
+                    };
+                }
+            }
+            obj
+        })
+        .collect();
+    let body = json!({"entities": entities, "features": features});
+    bytes::Bytes::from(body.to_string())
+}

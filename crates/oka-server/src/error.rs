@@ -1,0 +1,91 @@
+//! The one place where error codes become HTTP statuses.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use oka_core::{ErrorCode, RequestError};
+use oka_storage::{StoreError, StoreErrorKind};
+
+/// An error answered to a client: `{"error": {"code": …, "message": …}}`.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// The code.
+    pub code: ErrorCode,
+    /// The message; for 5xx a fixed text, never internals.
+    pub message: String,
+}
+
+impl ApiError {
+    /// A new error.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// The HTTP status for the code.
+    pub fn status(&self) -> StatusCode {
+        status_of(self.code)
+    }
+}
+
+/// The status for each code.
+pub fn status_of(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::MalformedRequest
+        | ErrorCode::UnknownField
+        | ErrorCode::InvalidRequest
+        | ErrorCode::MissingKeys
+        | ErrorCode::InvalidKey
+        | ErrorCode::UnknownUdfArg
+        | ErrorCode::InvalidUdfArg
+        | ErrorCode::InvalidQueryArg
+        | ErrorCode::InvalidRecord => StatusCode::BAD_REQUEST,
+        ErrorCode::UnknownFeature | ErrorCode::NotFound => StatusCode::NOT_FOUND,
+        ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::Overloaded | ErrorCode::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::StoreTimeout | ErrorCode::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+impl From<RequestError> for ApiError {
+    fn from(e: RequestError) -> Self {
+        Self::new(e.code, e.message)
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e.kind {
+            StoreErrorKind::Timeout => Self::new(
+                ErrorCode::StoreTimeout,
+                "the feature store did not answer in time",
+            ),
+            StoreErrorKind::Unavailable => Self::new(
+                ErrorCode::StoreUnavailable,
+                "the feature store is unavailable",
+            ),
+            _ => Self::new(ErrorCode::Internal, "internal error"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let body =
+            serde_json::json!({"error": {"code": self.code.as_str(), "message": self.message}});
+        let mut resp = (status, body.to_string()).into_response();
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        resp
+    }
+}

@@ -1,0 +1,122 @@
+//! Writing pipeline records: `POST /v1/ingest` and the mock periodic source share
+//! [`write_batch`], which times the write and records ingest lag.
+
+use std::time::Instant;
+
+use oka_core::{EntityKey, ErrorCode, Feature, Row, Timestamp};
+use oka_storage::{FeatureStore, StoreError};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value as Json};
+
+use crate::error::ApiError;
+use crate::metrics::Metrics;
+use crate::state::Shared;
+
+/// How many rejected records a response details.
+const MAX_REPORTED: usize = 100;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IngestRequest {
+    feature: String,
+    records: Vec<Map<String, Json>>,
+}
+
+/// One rejected record.
+#[derive(Debug, Serialize)]
+pub struct Rejection {
+    /// Its position in `records`.
+    pub index: usize,
+    /// Why.
+    pub message: String,
+}
+
+/// The ingest response.
+#[derive(Debug, Serialize)]
+pub struct IngestSummary {
+    /// Records written.
+    pub written: usize,
+    /// Records rejected (not written).
+    pub rejected: usize,
+    /// The first rejections.
+    pub errors: Vec<Rejection>,
+}
+
+/// Writes one batch and records its metrics.
+pub async fn write_batch(
+    store: &dyn FeatureStore,
+    metrics: &Metrics,
+    feature: &Feature,
+    rows: &[(EntityKey, Row)],
+) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let t = Instant::now();
+    let result = store.write(feature, rows).await;
+    metrics.storage_write(t.elapsed(), result.is_ok());
+    if result.is_ok() {
+        let now = Timestamp::now();
+        metrics.ingest(
+            rows.len() as u64,
+            0,
+            rows.iter()
+                .map(|(_, r)| (now.0 - r.event_time.0) as f64 / 1e6),
+        );
+    }
+    result
+}
+
+/// `POST /v1/ingest`: `{"feature": …, "records": [{…}, …]}`. Valid records are
+/// written in one batch; invalid ones are reported, not written.
+pub async fn ingest(shared: &Shared, body: &[u8]) -> Result<Vec<u8>, ApiError> {
+    let req: IngestRequest = serde_json::from_slice(body).map_err(|e| {
+        let msg = e.to_string();
+        let code = if msg.starts_with("unknown field") {
+            ErrorCode::UnknownField
+        } else {
+            ErrorCode::MalformedRequest
+        };
+        ApiError::new(code, format!("invalid ingest body: {msg}"))
+    })?;
+    let registry = &shared.loaded.registry;
+    let id = registry.feature_id(&req.feature).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::UnknownFeature,
+            format!("unknown feature `{}`", req.feature),
+        )
+    })?;
+    let feature = registry.feature(id);
+    if !feature.is_pipeline() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            format!(
+                "`{}` is an on-demand feature; only pipeline features are ingested",
+                feature.name
+            ),
+        ));
+    }
+    let now = Timestamp::now();
+    let mut rows = Vec::with_capacity(req.records.len());
+    let mut errors = Vec::new();
+    let mut rejected = 0;
+    for (index, record) in req.records.iter().enumerate() {
+        match feature.entity.row_from_json(record, now) {
+            Ok(r) => rows.push(r),
+            Err(message) => {
+                rejected += 1;
+                if errors.len() < MAX_REPORTED {
+                    errors.push(Rejection { index, message });
+                }
+            }
+        }
+    }
+    shared.metrics.ingest(0, rejected as u64, []);
+    write_batch(&*shared.store, &shared.metrics, feature, &rows).await?;
+    let summary = IngestSummary {
+        written: rows.len(),
+        rejected,
+        errors,
+    };
+    serde_json::to_vec(&summary).map_err(|_| ApiError::new(ErrorCode::Internal, "internal error"))
+}

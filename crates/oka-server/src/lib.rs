@@ -1,0 +1,25 @@
+//! Oka's HTTP serving. The server never names a concrete store backend.
+//!
+//! - [`router`]: the serving router (`/v1/features`, Volga's `/on_demand_compute`,
+//!   `/v1/ingest`) and the admin router (`/healthz`, `/readyz`, `/metrics`, `/stats`).
+//! - [`serve`]: the feature request path — parse, prepare, batched reads, UDFs, encode.
+//! - [`ingest`]: the write path shared by the push API and the mock source.
+//! - [`source`]: the mock periodic source.
+//! - [`error`]: error codes to HTTP statuses, in one place.
+//! - [`metrics`], [`stats`]: Prometheus metrics and Volga-style windowed stats.
+//! - [`state`]: what handlers share; [`catalog`]: the registry as JSON.
+//! - [`runtime`]: per-core worker threads on `SO_REUSEPORT` listeners.
+
+pub mod catalog;
+pub mod error;
+pub mod ingest;
+pub mod metrics;
+pub mod router;
+pub mod runtime;
+pub mod serve;
+pub mod source;
+pub mod state;
+pub mod stats;
+
+pub use router::{admin_router, router};
+pub use state::{AppState, Limits, Shared};

@@ -1,0 +1,459 @@
+//! Prometheus metrics: registered once at start-up as fixed arrays of atomics, so
+//! recording is a few relaxed atomic adds, with no locks and no label allocation.
+//! Names follow `oka_<subsystem>_<name>_<unit>`; every metric is in `docs/metrics.md`.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Duration;
+
+use oka_core::Registry;
+
+/// Latency buckets, seconds.
+pub const LATENCY_BUCKETS: &[f64] = &[
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0,
+];
+/// Keys-per-request buckets.
+pub const KEY_BUCKETS: &[f64] = &[
+    1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0,
+];
+/// Ingest lag buckets, seconds.
+pub const LAG_BUCKETS: &[f64] = &[
+    0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 86400.0,
+];
+
+/// A cumulative histogram of atomics.
+#[derive(Debug)]
+pub struct Histogram {
+    bounds: &'static [f64],
+    counts: Box<[AtomicU64]>,
+    /// Sum in nanounits (value × 1e9), so integer atomics suffice.
+    sum_nanos: AtomicU64,
+    count: AtomicU64,
+}
+
+impl Histogram {
+    /// A histogram with the given upper bounds (plus `+Inf`).
+    pub fn new(bounds: &'static [f64]) -> Self {
+        Self {
+            bounds,
+            counts: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
+            sum_nanos: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+        }
+    }
+
+    /// Records one value.
+    pub fn observe(&self, v: f64) {
+        let v = if v.is_finite() && v > 0.0 { v } else { 0.0 };
+        let i = self.bounds.partition_point(|b| *b < v);
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_nanos
+            .fetch_add((v * 1e9) as u64, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Records a duration in seconds.
+    pub fn observe_duration(&self, d: Duration) {
+        self.observe(d.as_secs_f64());
+    }
+
+    /// How many values were recorded.
+    pub fn count(&self) -> u64 {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cum = 0;
+        let sep = if labels.is_empty() { "" } else { "," };
+        for (i, c) in self.counts.iter().enumerate() {
+            cum += c.load(Ordering::Relaxed);
+            let le = self
+                .bounds
+                .get(i)
+                .map_or("+Inf".to_owned(), |b| b.to_string());
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cum}");
+        }
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let sum = self.sum_nanos.load(Ordering::Relaxed) as f64 / 1e9;
+        let _ = writeln!(out, "{name}_sum{braces} {sum}");
+        let _ = writeln!(out, "{name}_count{braces} {}", self.count());
+    }
+}
+
+/// A monotonic counter.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    /// The value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// A gauge.
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    /// Adds `n` (may be negative).
+    pub fn add(&self, n: i64) {
+        self.0.fetch_add(n, Ordering::Relaxed);
+    }
+    /// The value.
+    pub fn get(&self) -> i64 {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+/// The serving routes, a bounded label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `POST /v1/features`.
+    Features,
+    /// `POST /on_demand_compute`.
+    VolgaPost,
+    /// `GET /on_demand_compute/{json}`.
+    VolgaGet,
+    /// `GET /v1/features`.
+    Registry,
+    /// `POST /v1/ingest`.
+    Ingest,
+    /// Anything else (404s, 405s).
+    Other,
+}
+
+impl Route {
+    const ALL: [Route; 6] = [
+        Route::Features,
+        Route::VolgaPost,
+        Route::VolgaGet,
+        Route::Registry,
+        Route::Ingest,
+        Route::Other,
+    ];
+
+    /// The route template.
+    pub fn template(self) -> &'static str {
+        match self {
+            Self::Features => "/v1/features",
+            Self::VolgaPost => "/on_demand_compute",
+            Self::VolgaGet => "/on_demand_compute/{json}",
+            Self::Registry => "GET /v1/features",
+            Self::Ingest => "/v1/ingest",
+            Self::Other => "other",
+        }
+    }
+}
+
+const STATUS_CLASSES: [&str; 4] = ["2xx", "4xx", "5xx", "other"];
+
+fn status_class(status: u16) -> usize {
+    match status {
+        200..=299 => 0,
+        400..=499 => 1,
+        500..=599 => 2,
+        _ => 3,
+    }
+}
+
+/// Storage queries, a bounded label.
+const QUERIES: [&str; 3] = ["latest", "range", "last_n"];
+
+fn query_index(name: &str) -> usize {
+    QUERIES.iter().position(|q| *q == name).unwrap_or(0)
+}
+
+/// Per on-demand feature metrics.
+#[derive(Debug)]
+pub struct FeatureMetrics {
+    name: Arc<str>,
+    /// UDF time per request (all keys).
+    pub udf_duration: Histogram,
+    /// Keys whose UDF failed.
+    pub udf_errors: Counter,
+}
+
+/// Metrics for one loaded registry: one entry per feature id.
+#[derive(Debug)]
+pub struct RegistryMetrics {
+    /// Parallel to the registry's features.
+    pub features: Vec<FeatureMetrics>,
+}
+
+impl RegistryMetrics {
+    /// Entries for every feature of `registry`.
+    pub fn new(registry: &Registry) -> Self {
+        Self {
+            features: registry
+                .features()
+                .iter()
+                .map(|f| FeatureMetrics {
+                    name: Arc::clone(&f.name),
+                    udf_duration: Histogram::new(LATENCY_BUCKETS),
+                    udf_errors: Counter::default(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Every process-wide metric.
+#[derive(Debug)]
+pub struct Metrics {
+    backend: &'static str,
+    request_duration: Vec<Histogram>,
+    compute_duration: Histogram,
+    keys_per_request: Histogram,
+    in_flight: Gauge,
+    storage_read: Vec<Histogram>,
+    storage_write: Histogram,
+    storage_errors: Counter,
+    ingest_written: Counter,
+    ingest_rejected: Counter,
+    ingest_lag: Histogram,
+}
+
+impl Metrics {
+    /// All metrics, for a store of `backend`.
+    pub fn new(backend: &'static str) -> Self {
+        Self {
+            backend,
+            request_duration: (0..Route::ALL.len() * STATUS_CLASSES.len())
+                .map(|_| Histogram::new(LATENCY_BUCKETS))
+                .collect(),
+            compute_duration: Histogram::new(LATENCY_BUCKETS),
+            keys_per_request: Histogram::new(KEY_BUCKETS),
+            in_flight: Gauge::default(),
+            storage_read: QUERIES
+                .iter()
+                .map(|_| Histogram::new(LATENCY_BUCKETS))
+                .collect(),
+            storage_write: Histogram::new(LATENCY_BUCKETS),
+            storage_errors: Counter::default(),
+            ingest_written: Counter::default(),
+            ingest_rejected: Counter::default(),
+            ingest_lag: Histogram::new(LAG_BUCKETS),
+        }
+    }
+
+    /// A finished HTTP request.
+    pub fn request(&self, route: Route, status: u16, elapsed: Duration) {
+        let r = Route::ALL.iter().position(|x| *x == route).unwrap_or(0);
+        self.request_duration[r * STATUS_CLASSES.len() + status_class(status)]
+            .observe_duration(elapsed);
+    }
+
+    /// Requests being served now.
+    pub fn in_flight(&self) -> &Gauge {
+        &self.in_flight
+    }
+
+    /// A finished feature computation (validation, reads and UDFs).
+    pub fn compute(&self, elapsed: Duration, keys: usize) {
+        self.compute_duration.observe_duration(elapsed);
+        self.keys_per_request.observe(keys as f64);
+    }
+
+    /// A store read.
+    pub fn storage_read(&self, query: &str, elapsed: Duration, ok: bool) {
+        self.storage_read[query_index(query)].observe_duration(elapsed);
+        if !ok {
+            self.storage_errors.add(1);
+        }
+    }
+
+    /// A store write of a batch.
+    pub fn storage_write(&self, elapsed: Duration, ok: bool) {
+        self.storage_write.observe_duration(elapsed);
+        if !ok {
+            self.storage_errors.add(1);
+        }
+    }
+
+    /// Ingested rows: written, rejected, and each written row's lag.
+    pub fn ingest(&self, written: u64, rejected: u64, lags: impl IntoIterator<Item = f64>) {
+        self.ingest_written.add(written);
+        self.ingest_rejected.add(rejected);
+        for l in lags {
+            self.ingest_lag.observe(l);
+        }
+    }
+
+    /// Prometheus text exposition of these and `registry`'s metrics.
+    pub fn render(&self, registry: &RegistryMetrics) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        let b = self.backend;
+
+        header(
+            &mut out,
+            "oka_http_request_duration_seconds",
+            "histogram",
+            "HTTP request latency by route and status class.",
+        );
+        for (ri, route) in Route::ALL.iter().enumerate() {
+            for (si, class) in STATUS_CLASSES.iter().enumerate() {
+                let h = &self.request_duration[ri * STATUS_CLASSES.len() + si];
+                if h.count() > 0 {
+                    h.render(
+                        &mut out,
+                        "oka_http_request_duration_seconds",
+                        &format!("route=\"{}\",status=\"{class}\"", route.template()),
+                    );
+                }
+            }
+        }
+        header(
+            &mut out,
+            "oka_http_requests_in_flight",
+            "gauge",
+            "Requests being served.",
+        );
+        let _ = writeln!(out, "oka_http_requests_in_flight {}", self.in_flight.get());
+        header(
+            &mut out,
+            "oka_http_request_keys",
+            "histogram",
+            "Keys per feature request.",
+        );
+        self.keys_per_request
+            .render(&mut out, "oka_http_request_keys", "");
+
+        header(
+            &mut out,
+            "oka_ondemand_compute_duration_seconds",
+            "histogram",
+            "Feature computation per request: validation, store reads and UDFs.",
+        );
+        self.compute_duration
+            .render(&mut out, "oka_ondemand_compute_duration_seconds", "");
+
+        header(
+            &mut out,
+            "oka_storage_read_duration_seconds",
+            "histogram",
+            "Store read latency by backend and query (one batched call).",
+        );
+        for (qi, q) in QUERIES.iter().enumerate() {
+            self.storage_read[qi].render(
+                &mut out,
+                "oka_storage_read_duration_seconds",
+                &format!("backend=\"{b}\",query=\"{q}\""),
+            );
+        }
+        header(
+            &mut out,
+            "oka_storage_write_duration_seconds",
+            "histogram",
+            "Store write latency per batch.",
+        );
+        self.storage_write.render(
+            &mut out,
+            "oka_storage_write_duration_seconds",
+            &format!("backend=\"{b}\""),
+        );
+        header(
+            &mut out,
+            "oka_storage_errors_total",
+            "counter",
+            "Failed store calls.",
+        );
+        let _ = writeln!(
+            out,
+            "oka_storage_errors_total{{backend=\"{b}\"}} {}",
+            self.storage_errors.get()
+        );
+
+        header(
+            &mut out,
+            "oka_udf_duration_seconds",
+            "histogram",
+            "UDF time per request (all keys) by feature.",
+        );
+        for f in &registry.features {
+            if f.udf_duration.count() > 0 {
+                f.udf_duration.render(
+                    &mut out,
+                    "oka_udf_duration_seconds",
+                    &format!("feature=\"{}\"", f.name),
+                );
+            }
+        }
+        header(
+            &mut out,
+            "oka_udf_errors_total",
+            "counter",
+            "Keys whose UDF failed, by feature.",
+        );
+        for f in &registry.features {
+            if f.udf_errors.get() > 0 {
+                let _ = writeln!(
+                    out,
+                    "oka_udf_errors_total{{feature=\"{}\"}} {}",
+                    f.name,
+                    f.udf_errors.get()
+                );
+            }
+        }
+
+        header(
+            &mut out,
+            "oka_ingest_rows_total",
+            "counter",
+            "Ingested rows by result.",
+        );
+        let _ = writeln!(
+            out,
+            "oka_ingest_rows_total{{result=\"written\"}} {}",
+            self.ingest_written.get()
+        );
+        let _ = writeln!(
+            out,
+            "oka_ingest_rows_total{{result=\"rejected\"}} {}",
+            self.ingest_rejected.get()
+        );
+        header(
+            &mut out,
+            "oka_ingest_lag_seconds",
+            "histogram",
+            "Now minus event time when a row is written.",
+        );
+        self.ingest_lag
+            .render(&mut out, "oka_ingest_lag_seconds", "");
+        out
+    }
+}
+
+fn header(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_cumulative() {
+        let h = Histogram::new(&[0.1, 1.0]);
+        h.observe(0.05);
+        h.observe(0.5);
+        h.observe(5.0);
+        let mut out = String::new();
+        h.render(&mut out, "x", "a=\"b\"");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"0.1\"} 1"), "{out}");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"1\"} 2"), "{out}");
+        assert!(out.contains("x_bucket{a=\"b\",le=\"+Inf\"} 3"), "{out}");
+        assert!(out.contains("x_count{a=\"b\"} 3"), "{out}");
+    }
+}

@@ -1,0 +1,129 @@
+//! The feature request path, in one walk:
+//! parse → prepare (plan lookup, validation) → batched store reads → UDFs → encode.
+
+use std::time::{Duration, Instant};
+
+use futures::future::try_join_all;
+use oka_core::execute::{GroupOutput, run_group};
+use oka_core::{ErrorCode, FeatureRequest, Timestamp, encode};
+use tracing::debug;
+
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Where a request's time went (the `Server-Timing` header).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Timing {
+    /// JSON parsing and validation against the plan.
+    pub parse: Duration,
+    /// All store reads (concurrent; wall time).
+    pub storage: Duration,
+    /// All UDFs.
+    pub udf: Duration,
+    /// Response encoding.
+    pub encode: Duration,
+}
+
+impl Timing {
+    /// The `Server-Timing` header value (milliseconds).
+    pub fn header(&self) -> String {
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        format!(
+            "parse;dur={:.3}, storage;dur={:.3}, udf;dur={:.3}, encode;dur={:.3}",
+            ms(self.parse),
+            ms(self.storage),
+            ms(self.udf),
+            ms(self.encode)
+        )
+    }
+}
+
+/// Parses a feature request body.
+pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        let msg = e.to_string();
+        let code = if msg.starts_with("unknown field") {
+            ErrorCode::UnknownField
+        } else {
+            ErrorCode::MalformedRequest
+        };
+        ApiError::new(code, format!("invalid request body: {msg}"))
+    })
+}
+
+/// Serves one feature request; `volga` selects Volga's integer `server_id`.
+pub async fn features(
+    state: &AppState,
+    body: &[u8],
+    volga: bool,
+) -> Result<(Vec<u8>, Timing), ApiError> {
+    let shared = &state.shared;
+    let started = Instant::now();
+    let mut timing = Timing::default();
+
+    // 1. Parse and validate; the plan was built at load.
+    let request = parse_request(body)?;
+    let loaded = &shared.loaded;
+    let registry = &loaded.registry;
+    let now = Timestamp::now();
+    let prepared = registry.prepare(&request, now)?;
+    timing.parse = started.elapsed();
+
+    // 2. One batched store call per (pipeline feature, query), all concurrent.
+    let t = Instant::now();
+    let reads = prepared
+        .groups
+        .iter()
+        .flat_map(|g| g.fetches.iter())
+        .map(|f| async move {
+            let t = Instant::now();
+            let r = shared
+                .store
+                .read(registry.feature(f.feature), &f.keys, &f.query)
+                .await;
+            let elapsed = t.elapsed();
+            shared
+                .metrics
+                .storage_read(f.query.name(), elapsed, r.is_ok());
+            shared.stats.db.record(elapsed);
+            r
+        });
+    let mut fetched = try_join_all(reads).await?;
+    timing.storage = t.elapsed();
+
+    // 3. UDFs per key, in plan order.
+    let t = Instant::now();
+    let mut outputs: Vec<GroupOutput> = Vec::with_capacity(prepared.groups.len());
+    for g in prepared.groups.iter().rev() {
+        let group_fetched = fetched.split_off(fetched.len() - g.fetches.len());
+        outputs.push(run_group(registry, g, &group_fetched, now));
+    }
+    outputs.reverse();
+    timing.udf = t.elapsed();
+    for out in &outputs {
+        for s in &out.steps {
+            let m = &loaded.metrics.features[s.feature];
+            m.udf_duration.observe_duration(s.elapsed);
+            m.udf_errors.add(s.errors as u64);
+        }
+        for f in &out.failures {
+            debug!(feature = %registry.feature(f.feature).name, key = f.key, error = %f.error, "udf failed");
+        }
+    }
+
+    // 4. Encode.
+    let t = Instant::now();
+    let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
+    let server_id = if volga {
+        &state.volga_server_id
+    } else {
+        &state.server_id
+    };
+    encode::write_response(registry, &prepared, &outputs, server_id, &mut body);
+    timing.encode = t.elapsed();
+
+    let elapsed = started.elapsed();
+    shared.metrics.compute(elapsed, prepared.key_count());
+    shared.stats.server.record(elapsed);
+    Ok((body, timing))
+}

@@ -1,0 +1,149 @@
+//! The mock periodic source (Volga's `MockOnlineConnector.with_periodic_items`):
+//! every `period_s` it writes its records again with the emit time as event time,
+//! in batches through [`crate::ingest::write_batch`].
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use oka_core::registry::FeatureKind;
+use oka_core::spec::MockSourceSpec;
+use oka_core::{EntityKey, Feature, FeatureId, Registry, Row, Timestamp, Value, cel_udf};
+use tracing::{info, warn};
+
+use crate::state::Shared;
+
+/// Rows per write call.
+const BATCH: usize = 1000;
+
+/// A pipeline feature's mock source, compiled.
+#[derive(Debug)]
+pub struct MockSource {
+    feature: FeatureId,
+    spec: MockSourceSpec,
+}
+
+impl MockSource {
+    /// Every mock source declared in `registry`.
+    pub fn all(registry: &Registry) -> Vec<Self> {
+        registry
+            .features()
+            .iter()
+            .filter_map(|f| match &f.kind {
+                FeatureKind::Pipeline {
+                    source: Some(spec), ..
+                } => Some(Self {
+                    feature: f.id,
+                    spec: spec.clone(),
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The emission period, if periodic.
+    pub fn period(&self) -> Option<Duration> {
+        self.spec
+            .period_s
+            .filter(|p| *p > 0.0)
+            .map(Duration::from_secs_f64)
+    }
+
+    /// The records of emission number `tick` at time `now`.
+    pub fn records(
+        &self,
+        registry: &Registry,
+        tick: u64,
+        now: Timestamp,
+    ) -> Result<Vec<(EntityKey, Row)>, String> {
+        let feature = registry.feature(self.feature);
+        let entity = &feature.entity;
+        let mut out = Vec::new();
+        if let Some(items) = &self.spec.items {
+            for item in items {
+                let obj: serde_json::Map<String, serde_json::Value> =
+                    item.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                out.push(entity.row_from_json(&obj, now)?);
+            }
+        } else if let Some(generate) = &self.spec.generate {
+            let env = registry.cel_env();
+            let programs: Vec<(usize, cel::Program)> = generate
+                .columns
+                .iter()
+                .map(|(name, expr)| {
+                    let col = entity
+                        .column_index(name)
+                        .ok_or_else(|| format!("no field `{name}`"))?;
+                    Ok((col, cel_udf::compile_scalar(env, expr, &["i", "tick"])?))
+                })
+                .collect::<Result<_, String>>()?;
+            let tick = i64::try_from(tick).unwrap_or(i64::MAX);
+            for i in 0..generate.count {
+                let mut columns = vec![Value::Null; entity.columns.len()];
+                columns[entity.timestamp_index] = Value::Timestamp(now);
+                let i = i64::try_from(i).unwrap_or(i64::MAX);
+                for (col, program) in &programs {
+                    let v = cel_udf::eval_scalar(env, program, &[("i", i), ("tick", tick)])?;
+                    let ty = &entity.columns[*col].ty;
+                    columns[*col] = ty.coerce(v).ok_or_else(|| {
+                        format!("generated `{}` is not {ty}", entity.columns[*col].name)
+                    })?;
+                }
+                let key = EntityKey::encode(entity.key_index.iter().map(|&k| &columns[k]));
+                out.push((key, Row::new(now, columns)));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes emission `tick` now.
+    pub async fn emit(&self, shared: &Shared, tick: u64) -> Result<usize, String> {
+        let registry = &shared.loaded.registry;
+        let feature: &Feature = registry.feature(self.feature);
+        let records = self.records(registry, tick, Timestamp::now())?;
+        for batch in records.chunks(BATCH) {
+            crate::ingest::write_batch(&*shared.store, &shared.metrics, feature, batch)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(records.len())
+    }
+
+    /// The feature's name.
+    pub fn feature_name<'r>(&self, registry: &'r Registry) -> &'r str {
+        &registry.feature(self.feature).name
+    }
+}
+
+/// Writes every source's first emission (so data is there before serving starts),
+/// then returns a future that keeps the periodic ones going.
+pub async fn start(
+    shared: Arc<Shared>,
+) -> Result<impl Future<Output = ()> + Send + 'static, String> {
+    let sources = MockSource::all(&shared.loaded.registry);
+    for s in &sources {
+        let n = s.emit(&shared, 0).await?;
+        info!(
+            feature = s.feature_name(&shared.loaded.registry),
+            records = n,
+            "mock source wrote its first emission"
+        );
+    }
+    Ok(async move {
+        let tasks = sources.into_iter().filter_map(|s| {
+            let period = s.period()?;
+            let shared = Arc::clone(&shared);
+            Some(async move {
+                let mut interval = tokio::time::interval(period);
+                interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                interval.tick().await; // the first tick is immediate: emission 0 is done
+                for tick in 1u64.. {
+                    interval.tick().await;
+                    if let Err(e) = s.emit(&shared, tick).await {
+                        warn!(feature = s.feature_name(&shared.loaded.registry), error = %e, "mock source emission failed");
+                    }
+                }
+            })
+        });
+        futures::future::join_all(tasks).await;
+    })
+}
