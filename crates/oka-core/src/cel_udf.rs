@@ -239,14 +239,15 @@ fn free_references<'e>(e: &'e IdedExpr, bound: &mut Vec<&'e str>, out: &mut Vec<
             }
         }
         Expr::Select(sel) => {
-            if let Expr::Ident(name) = &sel.operand.expr {
-                if !name.starts_with('@') && !bound.contains(&name.as_str()) {
-                    out.push(Reference {
-                        var: name,
-                        field: Some(&sel.field),
-                    });
-                    return;
-                }
+            if let Expr::Ident(name) = &sel.operand.expr
+                && !name.starts_with('@')
+                && !bound.contains(&name.as_str())
+            {
+                out.push(Reference {
+                    var: name,
+                    field: Some(&sel.field),
+                });
+                return;
             }
             free_references(&sel.operand, bound, out);
         }

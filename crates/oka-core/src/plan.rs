@@ -155,16 +155,16 @@ impl PlanCache {
         targets: &[FeatureId],
         build: impl FnOnce() -> Plan,
     ) -> Arc<Plan> {
-        if let Ok(plans) = self.plans.read() {
-            if let Some(p) = plans.get(targets) {
-                return Arc::clone(p);
-            }
+        if let Ok(plans) = self.plans.read()
+            && let Some(p) = plans.get(targets)
+        {
+            return Arc::clone(p);
         }
         let plan = Arc::new(build());
-        if let Ok(mut plans) = self.plans.write() {
-            if plans.len() < PLAN_CACHE_LIMIT {
-                plans.insert(targets.to_vec(), Arc::clone(&plan));
-            }
+        if let Ok(mut plans) = self.plans.write()
+            && plans.len() < PLAN_CACHE_LIMIT
+        {
+            plans.insert(targets.to_vec(), Arc::clone(&plan));
         }
         plan
     }

@@ -578,6 +578,7 @@ impl Loader {
         out
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_demand(
         &mut self,
         name: &str,

@@ -352,24 +352,23 @@ impl Registry {
                 return Err(err(ErrorCode::Internal, "plan step is not on-demand"));
             };
             let given = udf_args.get(&step.feature).copied();
-            if let Some(given) = given {
-                if let Some(unknown) = given.keys().find(|k| !args.iter().any(|a| *a.name == ***k))
-                {
-                    let declared: Vec<&str> = args.iter().map(|a| &*a.name).collect();
-                    return Err(err(
-                        ErrorCode::UnknownUdfArg,
-                        format!(
-                            "`udf_args.{}`: unknown argument `{}` (declared: {})",
-                            feature.name,
-                            truncate(unknown),
-                            if declared.is_empty() {
-                                "none".to_owned()
-                            } else {
-                                declared.join(", ")
-                            }
-                        ),
-                    ));
-                }
+            if let Some(given) = given
+                && let Some(unknown) = given.keys().find(|k| !args.iter().any(|a| *a.name == ***k))
+            {
+                let declared: Vec<&str> = args.iter().map(|a| &*a.name).collect();
+                return Err(err(
+                    ErrorCode::UnknownUdfArg,
+                    format!(
+                        "`udf_args.{}`: unknown argument `{}` (declared: {})",
+                        feature.name,
+                        truncate(unknown),
+                        if declared.is_empty() {
+                            "none".to_owned()
+                        } else {
+                            declared.join(", ")
+                        }
+                    ),
+                ));
             }
             let mut values = Vec::with_capacity(args.len());
             for a in args {

@@ -240,10 +240,10 @@ impl RowBuilder<'_> {
             expected: "the field's type",
             got,
         })?;
-        if i == self.entity.timestamp_index {
-            if let Value::Timestamp(t) = value {
-                self.event_time = t;
-            }
+        if i == self.entity.timestamp_index
+            && let Value::Timestamp(t) = value
+        {
+            self.event_time = t;
         }
         self.columns[i] = value;
         Ok(self)

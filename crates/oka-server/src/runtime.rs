@@ -85,10 +85,10 @@ fn spawn_server(
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
-            if let Some(core) = core {
-                if !core_affinity::set_for_current(core) {
-                    error!(thread = %name, core = core.id, "could not pin thread");
-                }
+            if let Some(core) = core
+                && !core_affinity::set_for_current(core)
+            {
+                error!(thread = %name, core = core.id, "could not pin thread");
             }
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
