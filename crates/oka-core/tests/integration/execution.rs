@@ -1,0 +1,214 @@
+//! Executing prepared requests over in-test data (the executor is sans-IO).
+
+use std::collections::HashMap;
+
+use oka_core::execute::{Outcome, run_group};
+use oka_core::request::{Fetch, Prepared};
+use oka_core::{EntityKey, FeatureRequest, Query, Registry, Row, Timestamp, Value};
+use serde_json::json;
+
+use super::registry;
+
+/// Records by (feature, key), oldest first.
+#[derive(Default)]
+struct Data(HashMap<(String, String), Vec<Row>>);
+
+impl Data {
+    fn put(&mut self, feature: &str, id: &str, ts: i64, value: f64) {
+        let row = Row::new(
+            Timestamp(ts),
+            vec![
+                Value::from(id),
+                Value::Timestamp(Timestamp(ts)),
+                Value::Float(value),
+            ],
+        );
+        let h = self.0.entry((feature.into(), id.into())).or_default();
+        h.push(row);
+        h.sort_by_key(|r| r.event_time);
+    }
+
+    fn read(&self, r: &Registry, f: &Fetch) -> Vec<Vec<Row>> {
+        let name = &r.feature(f.feature).name;
+        f.keys
+            .iter()
+            .map(|k: &EntityKey| {
+                let h = self
+                    .0
+                    .get(&(name.to_string(), k.as_str().to_owned()))
+                    .cloned()
+                    .unwrap_or_default();
+                match f.query {
+                    Query::Latest => h.last().cloned().into_iter().collect(),
+                    Query::LastN { n } => h[h.len().saturating_sub(n)..].to_vec(),
+                    Query::Range { start, end } => h
+                        .into_iter()
+                        .filter(|r| r.event_time >= start && r.event_time <= end)
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Runs a request; returns (feature → per-key outcomes).
+fn run(
+    r: &Registry,
+    data: &Data,
+    body: serde_json::Value,
+    now: i64,
+) -> HashMap<String, Vec<Outcome>> {
+    let req: FeatureRequest = serde_json::from_value(body).unwrap();
+    let prepared: Prepared = r.prepare(&req, Timestamp(now)).unwrap();
+    let outputs: Vec<_> = prepared
+        .groups
+        .iter()
+        .map(|g| {
+            let fetched: Vec<_> = g.fetches.iter().map(|f| data.read(r, f)).collect();
+            run_group(r, g, &fetched, Timestamp(now))
+        })
+        .collect();
+    prepared
+        .targets
+        .iter()
+        .map(|&(f, g, pos)| {
+            (
+                r.feature(f).name.to_string(),
+                outputs[g].results[pos].clone(),
+            )
+        })
+        .collect()
+}
+
+fn value(o: &Outcome, col: usize) -> Value {
+    match o {
+        Outcome::Present(rows) => rows[0].columns[col].clone(),
+        other => panic!("expected a value, got {other:?}"),
+    }
+}
+
+#[test]
+fn seed_workload_and_chain() {
+    let r = registry();
+    let mut d = Data::default();
+    d.put("test_feature", "a", 1_000, 21.0);
+    let out = run(
+        &r,
+        &d,
+        json!({"target_features": ["simple_feature", "chained_feature"], "keys": [{"id": "a"}],
+               "udf_args": {"simple_feature": {"multiplier": 2.0}, "chained_feature": {"offset": 1}}}),
+        5_000,
+    );
+    assert_eq!(value(&out["simple_feature"][0], 2), Value::Float(42.0));
+    assert_eq!(value(&out["chained_feature"][0], 2), Value::Float(43.0));
+    // The output key comes from the request; the timestamp is `now`.
+    assert_eq!(value(&out["simple_feature"][0], 0), Value::from("a"));
+    assert_eq!(
+        value(&out["simple_feature"][0], 1),
+        Value::Timestamp(Timestamp(5_000))
+    );
+}
+
+#[test]
+fn missing_keys_skip_the_udf_and_propagate() {
+    let r = registry();
+    let mut d = Data::default();
+    d.put("test_feature", "a", 1_000, 1.0);
+    let out = run(
+        &r,
+        &d,
+        json!({"target_features": ["simple_feature", "chained_feature", "test_feature"], "keys": [{"id": "a"}, {"id": "ghost"}]}),
+        5_000,
+    );
+    assert!(matches!(out["simple_feature"][0], Outcome::Present(_)));
+    assert_eq!(out["simple_feature"][1], Outcome::Missing);
+    assert_eq!(out["chained_feature"][1], Outcome::Missing);
+    assert_eq!(out["test_feature"][1], Outcome::Missing);
+}
+
+#[test]
+fn one_missing_input_of_two_is_missing() {
+    let r = registry();
+    let mut d = Data::default();
+    d.put("test_feature", "a", 1_000, 1.0);
+    d.put("other_feature", "a", 1_000, 2.0);
+    d.put("test_feature", "b", 1_000, 1.0);
+    let out = run(
+        &r,
+        &d,
+        json!({"target_features": ["sum_feature"], "keys": [{"id": "a"}, {"id": "b"}]}),
+        5_000,
+    );
+    assert_eq!(value(&out["sum_feature"][0], 2), Value::Float(3.0));
+    assert_eq!(out["sum_feature"][1], Outcome::Missing);
+}
+
+#[test]
+fn udf_errors_and_panics_affect_only_their_key() {
+    let r = registry();
+    let mut d = Data::default();
+    d.put("test_feature", "ok", 1_000, 1.0);
+    d.put("test_feature", "err", 1_000, 13.0);
+    d.put("test_feature", "boom", 1_000, 666.0);
+    let out = run(
+        &r,
+        &d,
+        json!({"target_features": ["fragile_feature", "after_fragile", "simple_feature"],
+               "keys": [{"id": "ok"}, {"id": "err"}, {"id": "boom"}]}),
+        5_000,
+    );
+    assert_eq!(value(&out["fragile_feature"][0], 2), Value::Float(1.0));
+    assert_eq!(out["fragile_feature"][1], Outcome::Error);
+    assert_eq!(out["fragile_feature"][2], Outcome::Error);
+    assert_eq!(
+        out["after_fragile"][1],
+        Outcome::Error,
+        "errors propagate to dependents"
+    );
+    assert_eq!(value(&out["after_fragile"][0], 2), Value::Float(1.0));
+    // Another feature over the same keys is unaffected.
+    assert_eq!(value(&out["simple_feature"][2], 2), Value::Float(666.0));
+}
+
+#[test]
+fn range_and_last_n_inputs_are_lists() {
+    let r = registry();
+    let mut d = Data::default();
+    for (ts, v) in [(10_000_000, 1.0), (20_000_000, 5.0), (30_000_000, 3.0)] {
+        d.put("test_feature", "a", ts, v);
+    }
+    let out = run(
+        &r,
+        &d,
+        json!({"target_features": ["window_feature", "last_feature"], "keys": [{"id": "a"}, {"id": "empty"}],
+               "query_args": {"window_feature": {"start": 15, "end": 35}}}),
+        40_000_000,
+    );
+    assert_eq!(value(&out["window_feature"][0], 2), Value::Int(2));
+    assert_eq!(value(&out["window_feature"][0], 3), Value::Float(5.0));
+    // An empty window is a present, empty list: the UDF runs on [].
+    assert_eq!(value(&out["window_feature"][1], 2), Value::Int(0));
+    // last_n: the newest two, oldest first.
+    assert_eq!(value(&out["last_feature"][0], 2), Value::Int(2));
+    assert_eq!(value(&out["last_feature"][0], 3), Value::Float(5.0));
+}
+
+#[test]
+fn pipeline_targets_take_direct_queries() {
+    let r = registry();
+    let mut d = Data::default();
+    for (ts, v) in [(1_000_000, 1.0), (2_000_000, 2.0), (3_000_000, 3.0)] {
+        d.put("test_feature", "a", ts, v);
+    }
+    let out = run(
+        &r,
+        &d,
+        json!({"target_features": ["test_feature"], "keys": [{"id": "a"}], "query_args": {"test_feature": {"n": 2}}}),
+        5_000_000,
+    );
+    let Outcome::Present(rows) = &out["test_feature"][0] else {
+        panic!()
+    };
+    let vals: Vec<_> = rows.iter().map(|r| r.columns[2].clone()).collect();
+    assert_eq!(vals, [Value::Float(2.0), Value::Float(3.0)]);
+}

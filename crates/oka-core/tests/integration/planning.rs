@@ -1,0 +1,195 @@
+//! Plans are built at load and share reads between dependents.
+
+use oka_core::plan::{SlotQuery, Source};
+use oka_core::{FeatureRequest, Timestamp};
+use serde_json::json;
+
+use super::registry;
+
+fn request(v: serde_json::Value) -> FeatureRequest {
+    serde_json::from_value(v).unwrap()
+}
+
+#[test]
+fn shared_dependency_is_one_slot_and_one_fetch() {
+    let r = registry();
+    let ids = |names: &[&str]| {
+        let mut v: Vec<_> = names.iter().map(|n| r.feature_id(n).unwrap()).collect();
+        v.sort_unstable();
+        v
+    };
+    let plan = r.plan(&ids(&[
+        "simple_feature",
+        "plus_feature",
+        "chained_feature",
+        "test_feature",
+    ]));
+    // test_feature is read once for all three dependents and the direct target.
+    let reads: Vec<_> = plan
+        .slots
+        .iter()
+        .filter(|s| s.feature == r.feature_id("test_feature").unwrap())
+        .collect();
+    assert_eq!(
+        reads.len(),
+        2,
+        "one dependency slot plus the direct target: {plan:?}"
+    );
+    assert!(reads.iter().any(|s| s.query == SlotQuery::Direct));
+
+    let req = request(json!({
+        "target_features": ["simple_feature", "plus_feature", "chained_feature", "test_feature"],
+        "keys": [{"id": "a"}, {"id": "b"}],
+    }));
+    let prepared = r.prepare(&req, Timestamp(0)).unwrap();
+    assert_eq!(prepared.groups.len(), 1);
+    assert_eq!(
+        prepared.groups[0].fetches.len(),
+        1,
+        "latest reads deduplicated at request time"
+    );
+}
+
+#[test]
+fn chained_features_are_ordered_after_their_inputs() {
+    let r = registry();
+    let chained = r.feature_id("chained_feature").unwrap();
+    let simple = r.feature_id("simple_feature").unwrap();
+    let plan = r.plan(&[chained]);
+    let pos = |f| plan.steps.iter().position(|s| s.feature == f).unwrap();
+    assert!(pos(simple) < pos(chained));
+    assert_eq!(
+        plan.steps[pos(chained)].inputs,
+        vec![Source::Step(pos(simple))]
+    );
+    assert_eq!(plan.results, vec![Source::Step(pos(chained))]);
+}
+
+#[test]
+fn single_target_plans_are_precomputed_and_shared() {
+    let r = registry();
+    let id = r.feature_id("simple_feature").unwrap();
+    assert!(std::sync::Arc::ptr_eq(&r.plan(&[id]), &r.plan(&[id])));
+    let two = {
+        let mut v = vec![id, r.feature_id("plus_feature").unwrap()];
+        v.sort_unstable();
+        v
+    };
+    assert!(
+        std::sync::Arc::ptr_eq(&r.plan(&two), &r.plan(&two)),
+        "multi-target plans are cached"
+    );
+}
+
+#[test]
+fn range_reads_are_parameterised_per_dependent() {
+    let r = registry();
+    let req = request(json!({
+        "target_features": ["window_feature", "simple_feature"],
+        "keys": [{"id": "a"}],
+        "query_args": {"window_feature": {"start": 1.0, "end": 2.0}},
+    }));
+    let prepared = r.prepare(&req, Timestamp(10_000_000)).unwrap();
+    let queries: Vec<_> = prepared.groups[0].fetches.iter().map(|f| f.query).collect();
+    assert!(queries.contains(&oka_core::Query::Latest));
+    assert!(queries.contains(&oka_core::Query::Range {
+        start: Timestamp(1_000_000),
+        end: Timestamp(2_000_000)
+    }));
+    // Without query_args the spec's lookback applies.
+    let req = request(json!({"target_features": ["window_feature"], "keys": [{"id": "a"}]}));
+    let prepared = r.prepare(&req, Timestamp(100_000_000)).unwrap();
+    assert_eq!(
+        prepared.groups[0].fetches[0].query,
+        oka_core::Query::Range {
+            start: Timestamp(40_000_000),
+            end: Timestamp(100_000_000)
+        }
+    );
+}
+
+#[test]
+fn volga_feature_keys_reach_chained_targets() {
+    let r = registry();
+    let req = request(json!({
+        "target_features": ["chained_feature"],
+        "feature_keys": {"simple_feature": [{"id": "a"}, {"id": "b"}, {"id": "c"}]},
+        "query_args": null,
+        "udf_args": {"simple_feature": {"multiplier": 2.0}, "chained_feature": {"offset": 1.0}},
+    }));
+    let prepared = r.prepare(&req, Timestamp(0)).unwrap();
+    assert_eq!(prepared.key_count(), 3);
+}
+
+#[test]
+fn request_errors_name_the_culprit() {
+    use oka_core::ErrorCode::*;
+    let r = registry();
+    let cases = [
+        (
+            json!({"target_features": [], "keys": [{"id": "a"}]}),
+            InvalidRequest,
+            "empty",
+        ),
+        (
+            json!({"target_features": ["nope"], "keys": [{"id": "a"}]}),
+            UnknownFeature,
+            "`nope`",
+        ),
+        (
+            json!({"target_features": ["simple_feature"]}),
+            MissingKeys,
+            "no keys for `simple_feature`",
+        ),
+        (
+            json!({"target_features": ["simple_feature"], "keys": []}),
+            MissingKeys,
+            "empty",
+        ),
+        (
+            json!({"target_features": ["simple_feature"], "keys": [{"idd": "a"}]}),
+            InvalidKey,
+            "unknown key field `idd`",
+        ),
+        (
+            json!({"target_features": ["simple_feature"], "keys": [{"id": 1}]}),
+            InvalidKey,
+            "must be string",
+        ),
+        (
+            json!({"target_features": ["simple_feature"], "keys": [{"id": "a"}], "udf_args": {"simple_feature": {"m": 1}}}),
+            UnknownUdfArg,
+            "unknown argument `m`",
+        ),
+        (
+            json!({"target_features": ["simple_feature"], "keys": [{"id": "a"}], "udf_args": {"simple_feature": {"multiplier": "x"}}}),
+            InvalidUdfArg,
+            "expected float",
+        ),
+        (
+            json!({"target_features": ["last_feature"], "keys": [{"id": "a"}], "query_args": {"last_feature": {"n": 0}}}),
+            InvalidQueryArg,
+            "`query_args.last_feature.n`",
+        ),
+        (
+            json!({"target_features": ["window_feature"], "keys": [{"id": "a"}], "query_args": {"window_feature": {"start": 5, "end": 1}}}),
+            InvalidQueryArg,
+            "`start` is after `end`",
+        ),
+        (
+            json!({"target_features": ["window_feature"], "keys": [{"id": "a"}], "query_args": {"window_feature": {"from": 5}}}),
+            InvalidQueryArg,
+            "unknown parameter `from`",
+        ),
+        (
+            json!({"target_features": ["simple_feature"], "keys": [{"id": "a"}], "feature_keys": {"other_feature": [{"id": "b"}]}}),
+            InvalidRequest,
+            "no target needs",
+        ),
+    ];
+    for (body, code, text) in cases {
+        let e = r.prepare(&request(body.clone()), Timestamp(0)).unwrap_err();
+        assert_eq!(e.code, code, "{body}: {e}");
+        assert!(e.message.contains(text), "{body}: {e}");
+    }
+}
