@@ -1,0 +1,83 @@
+//! Fixtures shared by Oka's benchmarks: the seed spec, a populated in-memory store,
+//! and the seed request bodies.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use oka_core::{EntityKey, NativeUdfs, Registry, Row, Timestamp, Value};
+use oka_server::{AppState, Limits, Shared};
+use oka_storage::{FeatureStore, MemoryStore};
+
+/// The seed spec: `test_feature` and `simple_feature = value × multiplier`, plus a
+/// chained feature.
+pub const SPEC: &str = r#"
+version: 1
+entities:
+  TestEntity:
+    keys: {id: string}
+    timestamp: timestamp
+    fields: {value: float}
+features:
+  test_feature:
+    kind: pipeline
+    entity: TestEntity
+  simple_feature:
+    kind: on_demand
+    entity: TestEntity
+    dependencies: [test_feature]
+    args: {multiplier: {type: float, default: 1.0}}
+    udf:
+      expr: {value: "test_feature.value * multiplier", timestamp: "now"}
+  chained_feature:
+    kind: on_demand
+    entity: TestEntity
+    dependencies: [simple_feature]
+    args: {offset: {type: float, default: 0.0}}
+    udf:
+      expr: {value: "simple_feature.value + offset"}
+"#;
+
+/// The seed registry.
+pub fn registry() -> Arc<Registry> {
+    Arc::new(Registry::from_yaml("bench", SPEC, &NativeUdfs::new()).unwrap())
+}
+
+/// Worker state over an in-memory store holding `test-id-0 … test-id-{n-1}`.
+pub async fn state(n: usize) -> AppState {
+    let registry = registry();
+    let store = Arc::new(MemoryStore::new());
+    let f = registry.feature(registry.feature_id("test_feature").unwrap());
+    let now = Timestamp::now();
+    let rows: Vec<_> = (0..n)
+        .map(|i| {
+            let id = format!("test-id-{i}");
+            let key = EntityKey::encode(&[Value::from(id.as_str())]);
+            (
+                key,
+                Row::new(
+                    now,
+                    vec![
+                        Value::from(id.as_str()),
+                        Value::Timestamp(now),
+                        Value::Float(i as f64),
+                    ],
+                ),
+            )
+        })
+        .collect();
+    store.write(f, &rows).await.unwrap();
+    AppState::new(Shared::new(registry, store, Limits::default()), 0)
+}
+
+/// A seed request body for `keys` keys of `target`.
+pub fn request(target: &str, keys: usize) -> Vec<u8> {
+    let keys: Vec<_> = (0..keys)
+        .map(|i| serde_json::json!({"id": format!("test-id-{i}")}))
+        .collect();
+    serde_json::to_vec(&serde_json::json!({
+        "target_features": [target],
+        "keys": keys,
+        "udf_args": {"simple_feature": {"multiplier": 2.0}},
+    }))
+    .unwrap()
+}
