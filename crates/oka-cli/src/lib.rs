@@ -147,8 +147,22 @@ fn init_logs(format: LogFormat) {
     }
 }
 
+/// Panics inside UDFs are caught and answered as `error` statuses; log them at
+/// debug (they can fire per request) and leave every other panic to the default hook.
+fn quiet_udf_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if oka_core::execute::in_udf() {
+            tracing::debug!(panic = %info, "udf panicked");
+        } else {
+            default(info);
+        }
+    }));
+}
+
 fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     init_logs(args.log_format);
+    quiet_udf_panics();
     let (origin, yaml) = match &args.spec {
         Some(path) => {
             let origin = path.display().to_string();

@@ -4,6 +4,7 @@
 //! Missing inputs skip the UDF (`Missing`); a UDF error or panic marks only that
 //! feature and key (`Error`); a dependent of an errored feature is `Error` too.
 
+use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -195,12 +196,25 @@ pub fn run_group(
     out
 }
 
+thread_local! {
+    static IN_UDF: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is running a UDF now. A binary's panic hook can use it to
+/// keep caught UDF panics (reported as `error` statuses and metrics) out of its
+/// error log.
+pub fn in_udf() -> bool {
+    IN_UDF.with(Cell::get)
+}
+
 /// Calls a UDF, turning a panic into an error for this key only.
 fn invoke(udf: &UdfImpl, call: &UdfCall<'_>) -> Result<Vec<Row>, UdfError> {
+    IN_UDF.with(|f| f.set(true));
     let result = catch_unwind(AssertUnwindSafe(|| match udf {
         UdfImpl::Cel(c) => c.call(call),
         UdfImpl::Native { udf, .. } => udf.call(call),
     }));
+    IN_UDF.with(|f| f.set(false));
     match result {
         Ok(r) => r,
         Err(payload) => {

@@ -166,6 +166,10 @@ fn udf_errors_and_panics_affect_only_their_key() {
         "errors propagate to dependents"
     );
     assert_eq!(value(&out["after_fragile"][0], 2), Value::Float(1.0));
+    assert!(
+        !oka_core::execute::in_udf(),
+        "the in-udf flag is cleared after a panic"
+    );
     // Another feature over the same keys is unaffected.
     assert_eq!(value(&out["simple_feature"][2], 2), Value::Float(666.0));
 }
