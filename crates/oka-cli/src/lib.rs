@@ -30,7 +30,11 @@ pub const DEMO_SPEC: &str = include_str!("demo.yaml");
 
 /// Oka: an on-demand feature server.
 #[derive(Debug, Parser)]
-#[command(name = "oka", version, about)]
+#[command(
+    name = "oka",
+    version,
+    about = "Oka: an on-demand feature server (reads pipeline features from a store, runs UDFs at request time)"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -117,9 +121,10 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             match Registry::from_yaml(&origin, &yaml, &natives) {
                 Ok(r) => {
                     let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
+                    let entities = r.entities().count();
                     println!(
-                        "{origin}: ok ({} entities, {} features: {pipeline} pipeline, {} on-demand)",
-                        r.entities().count(),
+                        "{origin}: ok ({entities} {}, {} features: {pipeline} pipeline, {} on-demand)",
+                        if entities == 1 { "entity" } else { "entities" },
                         r.features().len(),
                         r.features().len() - pipeline
                     );

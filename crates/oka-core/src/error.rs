@@ -83,8 +83,6 @@ pub enum ErrorCode {
     InvalidUdfArg,
     /// `query_args` is missing a parameter or has one of the wrong type.
     InvalidQueryArg,
-    /// A record to ingest does not match the entity schema.
-    InvalidRecord,
     /// The body exceeds the size limit.
     PayloadTooLarge,
     /// No such route.
@@ -116,7 +114,6 @@ impl ErrorCode {
             Self::UnknownUdfArg => "unknown_udf_arg",
             Self::InvalidUdfArg => "invalid_udf_arg",
             Self::InvalidQueryArg => "invalid_query_arg",
-            Self::InvalidRecord => "invalid_record",
             Self::PayloadTooLarge => "payload_too_large",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",

@@ -300,7 +300,7 @@ impl Loader {
                 path,
                 format!("{what} name `{name}` must be an identifier ([A-Za-z_][A-Za-z0-9_]*)"),
             );
-        } else if cel_udf::is_reserved(name) {
+        } else if matches!(what, "feature" | "argument") && cel_udf::is_reserved(name) {
             self.err(path, format!("{what} name `{name}` is reserved"));
         }
     }
@@ -753,8 +753,18 @@ impl Loader {
                         Some(c) if c == entity.timestamp_index => {
                             self.err(&cpath, "the timestamp is the emit time; leave it out")
                         }
-                        Some(_) => {
-                            if let Err(e) = cel_udf::compile_scalar(env, expr, &["i", "tick"]) {
+                        Some(c) => {
+                            // Compile, then run once (i = 0, tick = 0) to check the type.
+                            let ty = &entity.columns[c].ty;
+                            let checked = cel_udf::compile_scalar(env, expr, &["i", "tick"])
+                                .and_then(|p| {
+                                    let v =
+                                        cel_udf::eval_scalar(env, &p, &[("i", 0), ("tick", 0)])?;
+                                    ty.coerce(v).map(|_| ()).ok_or_else(|| {
+                                        format!("the expression does not give a {ty}")
+                                    })
+                                });
+                            if let Err(e) = checked {
                                 self.err(&cpath, e);
                             }
                         }

@@ -141,10 +141,7 @@ impl Registry {
         let mut used_lists = vec![false; feature_keys.len()];
         let mut group_of: Vec<(Option<usize>, Vec<FeatureId>)> = Vec::new();
         for &t in &targets {
-            let list = self.key_list_for(t, &feature_keys, req.keys.is_some())?;
-            if let Some(i) = list {
-                used_lists[i] = true;
-            }
+            let list = self.key_list_for(t, &feature_keys, req.keys.is_some(), &mut used_lists)?;
             match group_of.iter_mut().find(|(l, _)| *l == list) {
                 Some((_, ts)) => ts.push(t),
                 None => group_of.push((list, vec![t])),
@@ -214,8 +211,10 @@ impl Registry {
         target: FeatureId,
         feature_keys: &[(FeatureId, &Vec<KeyObject>)],
         have_keys: bool,
+        used: &mut [bool],
     ) -> Result<Option<usize>, RequestError> {
         if let Some(i) = feature_keys.iter().position(|(f, _)| *f == target) {
+            used[i] = true;
             return Ok(Some(i));
         }
         let plan = self.plan(&[target]);
@@ -228,8 +227,11 @@ impl Registry {
                 continue;
             }
             match found {
-                None => found = Some(i),
-                Some(j) if feature_keys[j].1 == *keys => {}
+                None => {
+                    found = Some(i);
+                    used[i] = true;
+                }
+                Some(j) if feature_keys[j].1 == *keys => used[i] = true,
                 Some(j) => {
                     return Err(err(
                         ErrorCode::InvalidRequest,

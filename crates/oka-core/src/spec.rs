@@ -30,14 +30,9 @@ impl Spec {
     /// Parses YAML; structural errors (unknown fields, wrong shapes) name the path
     /// of the offending item, prefixed by `origin` (usually the file path).
     pub fn from_yaml(origin: &str, yaml: &str) -> Result<Self, SpecErrors> {
-        let de = serde_yaml_ng::Deserializer::from_str(yaml);
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let path = if path == "." { String::new() } else { path };
-            let message = e.inner().to_string();
-            // serde_yaml_ng appends " at line L column C"; keep it, it helps.
-            SpecErrors::one(SpecError::new(origin, path, message))
-        })
+        // serde_yaml_ng's messages carry the item's path and its line and column.
+        serde_yaml_ng::from_str(yaml)
+            .map_err(|e| SpecErrors::one(SpecError::new(origin, "", e.to_string())))
     }
 }
 
@@ -93,13 +88,30 @@ pub struct FeatureSpec {
 }
 
 /// A dependency: a feature name, or a name with a storage query.
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum DependencySpec {
     /// `test_feature` — the latest record.
     Name(String),
     /// `{feature: test_feature, query: last_n, n: 5}`.
     Query(DependencyQuerySpec),
+}
+
+impl<'de> Deserialize<'de> for DependencySpec {
+    /// A string is a name; a mapping is parsed strictly as a query dependency, so a
+    /// typo there is reported as such (not as "no variant matched").
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match serde_yaml_ng::Value::deserialize(d)? {
+            serde_yaml_ng::Value::String(s) => Ok(Self::Name(s)),
+            v @ serde_yaml_ng::Value::Mapping(_) => serde_yaml_ng::from_value(v)
+                .map(Self::Query)
+                .map_err(D::Error::custom),
+            _ => Err(D::Error::custom(
+                "a dependency is a feature name or {feature, query, n, lookback_s}",
+            )),
+        }
+    }
 }
 
 /// A dependency with an explicit query.

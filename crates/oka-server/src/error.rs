@@ -39,8 +39,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::InvalidKey
         | ErrorCode::UnknownUdfArg
         | ErrorCode::InvalidUdfArg
-        | ErrorCode::InvalidQueryArg
-        | ErrorCode::InvalidRecord => StatusCode::BAD_REQUEST,
+        | ErrorCode::InvalidQueryArg => StatusCode::BAD_REQUEST,
         ErrorCode::UnknownFeature | ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,

@@ -333,7 +333,7 @@ impl Metrics {
             &mut out,
             "oka_ondemand_compute_duration_seconds",
             "histogram",
-            "Feature computation per request: validation, store reads and UDFs.",
+            "Successful feature requests, from parsing the body to encoding the answer.",
         );
         self.compute_duration
             .render(&mut out, "oka_ondemand_compute_duration_seconds", "");

@@ -4,12 +4,13 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{Path, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::State;
+use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 use oka_core::ErrorCode;
+use percent_encoding::percent_decode_str;
 
 use crate::error::ApiError;
 use crate::ingest;
@@ -36,8 +37,13 @@ pub fn admin_router(state: AppState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/stats", get(stats))
-        .fallback(not_found)
-        .method_not_allowed_fallback(method_not_allowed)
+        .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(
+                ErrorCode::MethodNotAllowed,
+                "method not allowed on this route",
+            )
+        })
         .with_state(state)
 }
 
@@ -83,10 +89,10 @@ fn json_response(body: impl Into<Body>) -> Response {
 async fn compute(
     state: &AppState,
     route: Route,
+    started: Instant,
     body: Result<bytes::Bytes, ApiError>,
     volga: bool,
 ) -> Response {
-    let started = Instant::now();
     state.shared.metrics.in_flight().add(1);
     let result = async {
         let body = body?;
@@ -102,27 +108,37 @@ async fn compute(
 }
 
 async fn post_features(State(state): State<AppState>, body: Body) -> Response {
+    let started = Instant::now();
     let body = read_body(&state, body).await;
-    compute(&state, Route::Features, body, false).await
+    compute(&state, Route::Features, started, body, false).await
 }
 
 async fn post_volga(State(state): State<AppState>, body: Body) -> Response {
+    let started = Instant::now();
     let body = read_body(&state, body).await;
-    compute(&state, Route::VolgaPost, body, true).await
+    compute(&state, Route::VolgaPost, started, body, true).await
 }
 
 /// Volga's `GET /on_demand_compute/{json}`: the request is percent-encoded JSON in
-/// the path. The wildcard also takes JSON containing `/` (which broke Volga's route).
-async fn get_volga(State(state): State<AppState>, Path(json): Path<String>) -> Response {
-    let body = if json.len() > state.shared.limits.max_body_bytes {
+/// the path. The wildcard also takes JSON containing `/` (which broke Volga's route);
+/// the path is decoded here so that bad encodings get Oka's JSON errors.
+async fn get_volga(State(state): State<AppState>, uri: Uri) -> Response {
+    let started = Instant::now();
+    let raw = uri
+        .path()
+        .strip_prefix("/on_demand_compute/")
+        .unwrap_or_default();
+    let body = if raw.len() > state.shared.limits.max_body_bytes {
         Err(ApiError::new(
             ErrorCode::PayloadTooLarge,
             "request exceeds the size limit",
         ))
     } else {
-        Ok(bytes::Bytes::from(json))
+        Ok(bytes::Bytes::from(
+            percent_decode_str(raw).collect::<Vec<u8>>(),
+        ))
     };
-    compute(&state, Route::VolgaGet, body, true).await
+    compute(&state, Route::VolgaGet, started, body, true).await
 }
 
 async fn get_catalog(State(state): State<AppState>) -> Response {

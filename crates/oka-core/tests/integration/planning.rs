@@ -122,6 +122,24 @@ fn volga_feature_keys_reach_chained_targets() {
 }
 
 #[test]
+fn identical_key_lists_for_two_inputs_are_both_used() {
+    let r = registry();
+    let keys = json!([{"id": "a"}]);
+    let req = request(json!({
+        "target_features": ["chained_feature"],
+        "feature_keys": {"simple_feature": keys, "test_feature": keys},
+    }));
+    let prepared = r.prepare(&req, Timestamp(0)).unwrap();
+    assert_eq!(prepared.key_count(), 1);
+    let req = request(json!({
+        "target_features": ["chained_feature"],
+        "feature_keys": {"simple_feature": keys, "test_feature": [{"id": "b"}]},
+    }));
+    let e = r.prepare(&req, Timestamp(0)).unwrap_err();
+    assert!(e.message.contains("different keys"), "{e}");
+}
+
+#[test]
 fn request_errors_name_the_culprit() {
     use oka_core::ErrorCode::*;
     let r = registry();
