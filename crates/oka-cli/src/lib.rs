@@ -73,9 +73,8 @@ struct ServeArgs {
     /// Serve the built-in demo spec (the seed workload) with its mock source.
     #[arg(long)]
     demo: bool,
-    /// The store URL.
-    #[arg(long, env = "OKA_STORE", default_value = "memory://")]
-    store: String,
+    #[command(flatten)]
+    store: stores::StoreArgs,
     /// Serving address.
     #[arg(long, env = "OKA_LISTEN", default_value = "0.0.0.0:1122")]
     listen: SocketAddr,
@@ -187,7 +186,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         .context("building the main runtime")?;
     rt.block_on(async move {
         let store = stores::open(&args.store).await?;
-        info!(store = %stores::redact(&args.store), backend = store.backend(), "store opened");
+        info!(store = %stores::redact(&args.store.store), backend = store.backend(), "store opened");
         let limits = Limits {
             max_body_bytes: args.max_body_bytes,
         };

@@ -1,20 +1,55 @@
 //! Store URLs to backends. This is the only place that names concrete backends
-//! (quickwit's storage resolver pattern): `memory://` is built in; other schemes
-//! come with their backend crates.
+//! (quickwit's storage resolver pattern).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Result, bail};
+use oka_redis::{RedisOptions, RedisStore};
 use oka_storage::{FeatureStore, MemoryStore};
 
-/// Opens the store at `url`.
-pub async fn open(url: &str) -> Result<Arc<dyn FeatureStore>> {
+/// How to reach the store.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs {
+    /// The store URL: `memory://`, `redis://[user:pass@]host:port[/db]`,
+    /// `redis-cluster://host:port[?node=host:port…]`.
+    #[arg(long, env = "OKA_STORE", default_value = "memory://")]
+    pub store: String,
+    /// Timeout of one store command, milliseconds.
+    #[arg(long, env = "OKA_STORE_TIMEOUT_MS", default_value_t = 1000)]
+    pub store_timeout_ms: u64,
+    /// Timeout of connecting to the store, milliseconds.
+    #[arg(long, env = "OKA_STORE_CONNECT_TIMEOUT_MS", default_value_t = 5000)]
+    pub store_connect_timeout_ms: u64,
+    /// Connections to the store.
+    #[arg(long, env = "OKA_STORE_POOL_SIZE", default_value_t = 4)]
+    pub store_pool_size: usize,
+    /// Prefix of every key the store writes.
+    #[arg(long, env = "OKA_STORE_KEY_PREFIX", default_value = "oka:")]
+    pub store_key_prefix: String,
+}
+
+/// Opens the store described by `args`.
+pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
+    let url = args.store.as_str();
     let scheme = url.split_once("://").map_or(url, |(s, _)| s);
     match scheme {
         "memory" => Ok(Arc::new(MemoryStore::new())),
-        other => {
-            bail!("unsupported store URL scheme `{other}://` (this build supports: memory://)")
+        "redis" | "redis-cluster" | "redis-sentinel" => {
+            let options = RedisOptions {
+                pool_size: args.store_pool_size,
+                command_timeout: Duration::from_millis(args.store_timeout_ms),
+                connect_timeout: Duration::from_millis(args.store_connect_timeout_ms),
+                key_prefix: args.store_key_prefix.clone(),
+            };
+            let store = RedisStore::connect(url, options)
+                .await
+                .map_err(|e| anyhow::anyhow!("connecting to {}: {}", redact(url), e.message))?;
+            Ok(Arc::new(store))
         }
+        other => bail!(
+            "unsupported store URL scheme `{other}://` (this build supports memory://, redis://, redis-cluster://, redis-sentinel://)"
+        ),
     }
 }
 
@@ -43,14 +78,38 @@ mod tests {
         assert_eq!(redact("memory://"), "memory://");
     }
 
+    fn args(url: &str) -> StoreArgs {
+        StoreArgs {
+            store: url.to_owned(),
+            store_timeout_ms: 100,
+            store_connect_timeout_ms: 300,
+            store_pool_size: 1,
+            store_key_prefix: "oka:".to_owned(),
+        }
+    }
+
     #[tokio::test]
     async fn unknown_schemes_are_refused() {
-        let err = open("bogus://x")
+        let err = open(&args("bogus://x"))
             .await
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("bogus"), "{err}");
-        assert!(open("memory://").await.is_ok());
+        assert!(open(&args("memory://")).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn unreachable_redis_is_a_clear_error_without_the_password() {
+        let err = open(&args("redis://:hunter2@127.0.0.1:1"))
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("connecting to redis://:***@127.0.0.1:1"),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
     }
 }

@@ -1,0 +1,344 @@
+//! [`RedisStore`]: a [`FeatureStore`] on a fred connection pool.
+//!
+//! Layout, per (feature, canonical key), both keys in one hash slot:
+//! - `{prefix}{<feature>|<key>}:l` — STRING, the newest record (for `latest`).
+//! - `{prefix}{<feature>|<key>}:h` — ZSET, the history: member = record, score =
+//!   event time in microseconds, trimmed to the feature's `history` newest.
+//!
+//! A write is one Lua script call per record (pipelined): it replaces any record with
+//! the same event time, trims the history, and sets `:l` to the highest-scored
+//! member, so an out-of-order record never becomes the latest. Reads are one round
+//! trip: `MGET` of the `:l` keys (a pipeline of `GET`s on a cluster), or a pipeline
+//! of `ZRANGE`/`ZRANGEBYSCORE` on the `:h` keys.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fred::clients::Pool;
+use fred::error::{Error as FredError, ErrorKind};
+use fred::prelude::*;
+use fred::types::Value as RedisValue;
+use fred::types::scripts::Script;
+use oka_core::registry::{DEFAULT_HISTORY, FeatureKind};
+use oka_core::{EntityKey, Feature, Query, Row};
+use oka_storage::{FeatureStore, StoreError, StoreErrorKind};
+
+use crate::codec;
+
+/// Commands per write pipeline.
+const WRITE_CHUNK: usize = 1000;
+
+/// KEYS: latest, history. ARGV: event time (µs), record, history bound.
+const WRITE_SCRIPT: &str = r"
+redis.call('ZREMRANGEBYSCORE', KEYS[2], ARGV[1], ARGV[1])
+redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])
+local n = redis.call('ZCARD', KEYS[2])
+local bound = tonumber(ARGV[3])
+if n > bound then
+  redis.call('ZREMRANGEBYRANK', KEYS[2], 0, n - bound - 1)
+end
+local newest = redis.call('ZRANGE', KEYS[2], -1, -1)
+redis.call('SET', KEYS[1], newest[1])
+return n
+";
+
+/// Connection settings.
+#[derive(Debug, Clone)]
+pub struct RedisOptions {
+    /// Connections in the pool.
+    pub pool_size: usize,
+    /// Per-command timeout (0: none).
+    pub command_timeout: Duration,
+    /// Connect (and TLS handshake) timeout.
+    pub connect_timeout: Duration,
+    /// Prefix of every key.
+    pub key_prefix: String,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 4,
+            command_timeout: Duration::from_millis(1000),
+            connect_timeout: Duration::from_secs(5),
+            key_prefix: "oka:".to_owned(),
+        }
+    }
+}
+
+/// The Redis feature store.
+pub struct RedisStore {
+    pool: Pool,
+    clustered: bool,
+    prefix: String,
+    script: Script,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore")
+            .field("clustered", &self.clustered)
+            .field("prefix", &self.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Maps a fred error to a store error kind.
+pub fn map_error(e: &FredError) -> StoreError {
+    let kind = match e.kind() {
+        ErrorKind::Timeout => StoreErrorKind::Timeout,
+        ErrorKind::IO
+        | ErrorKind::Canceled
+        | ErrorKind::Routing
+        | ErrorKind::Cluster
+        | ErrorKind::Sentinel
+        | ErrorKind::Auth
+        | ErrorKind::Backpressure => StoreErrorKind::Unavailable,
+        ErrorKind::Parse | ErrorKind::Protocol => StoreErrorKind::Corrupt,
+        _ => StoreErrorKind::Internal,
+    };
+    StoreError::new(kind, format!("redis: {e}"))
+}
+
+fn history_bound(feature: &Feature) -> usize {
+    match feature.kind {
+        FeatureKind::Pipeline { history, .. } => history.max(1),
+        FeatureKind::OnDemand { .. } => DEFAULT_HISTORY,
+    }
+}
+
+impl RedisStore {
+    /// Connects to `url` (`redis://[user:pass@]host:port[/db]`,
+    /// `redis-cluster://host:port[?node=host:port…]`, `redis-sentinel://…`) and loads
+    /// the write script. Fails if the server cannot be reached.
+    pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
+        let scheme = url.split_once("://").map_or("", |(s, _)| s);
+        if !matches!(scheme, "redis" | "redis-cluster" | "redis-sentinel") {
+            return Err(StoreError::new(
+                StoreErrorKind::Internal,
+                format!(
+                    "invalid redis url scheme `{scheme}`: expected redis://, redis-cluster:// or redis-sentinel:// (TLS is not built in)"
+                ),
+            ));
+        }
+        let config = Config::from_url(url).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Internal,
+                format!("invalid redis url: {}", e.details()),
+            )
+        })?;
+        let clustered = config.server.is_clustered();
+        let mut builder = Builder::from_config(config);
+        builder
+            .with_connection_config(|c| {
+                c.connection_timeout = options.connect_timeout;
+                c.internal_command_timeout = options.connect_timeout;
+                // A command in flight when the connection drops is not retried:
+                // the caller gets an error at once instead of waiting out a reconnect.
+                c.max_command_attempts = 1;
+            })
+            .with_performance_config(|p| {
+                p.default_command_timeout = options.command_timeout;
+            })
+            .set_policy(ReconnectPolicy::new_exponential(0, 100, 2_000, 2));
+        let pool = builder
+            .build_pool(options.pool_size.max(1))
+            .map_err(|e| map_error(&e))?;
+        pool.init().await.map_err(|e| map_error(&e))?;
+        let script = Script::from_lua(WRITE_SCRIPT);
+        for client in pool.clients() {
+            script.load(client).await.map_err(|e| map_error(&e))?;
+        }
+        Ok(Self {
+            pool,
+            clustered,
+            prefix: options.key_prefix,
+            script,
+        })
+    }
+
+    fn key(&self, feature: &Feature, key: &EntityKey, suffix: &str) -> String {
+        format!(
+            "{}{{{}|{}}}:{suffix}",
+            self.prefix,
+            feature.name,
+            key.as_str()
+        )
+    }
+
+    /// One script call per record, sent concurrently on one client so fred
+    /// pipelines them on its connection; the first error, if any.
+    async fn write_chunk(
+        &self,
+        feature: &Feature,
+        chunk: &[(EntityKey, Row)],
+    ) -> Result<(), FredError> {
+        let bound = i64::try_from(history_bound(feature)).unwrap_or(i64::MAX);
+        let client = self.pool.next().with_options(&self.options());
+        let calls = chunk.iter().map(|(key, row)| {
+            let keys = vec![self.key(feature, key, "l"), self.key(feature, key, "h")];
+            let args: Vec<RedisValue> = vec![
+                RedisValue::from(row.event_time.0),
+                RedisValue::Bytes(codec::encode_row(&feature.entity, row).into()),
+                RedisValue::from(bound),
+            ];
+            let client = &client;
+            async move {
+                let _: RedisValue = client
+                    .evalsha(self.script.sha1().clone(), keys, args)
+                    .await?;
+                Ok::<(), FredError>(())
+            }
+        });
+        futures::future::join_all(calls).await.into_iter().collect()
+    }
+
+    /// Commands fail at once while the connection is down, rather than queueing
+    /// until it returns.
+    fn options(&self) -> Options {
+        Options {
+            fail_fast: true,
+            ..Default::default()
+        }
+    }
+}
+
+/// The bytes of a bulk-string reply, `None` for nil.
+fn bytes_of(v: RedisValue) -> Result<Option<Vec<u8>>, StoreError> {
+    match v {
+        RedisValue::Null => Ok(None),
+        RedisValue::Bytes(b) => Ok(Some(b.to_vec())),
+        RedisValue::String(s) => Ok(Some(s.as_bytes().to_vec())),
+        other => Err(StoreError::new(
+            StoreErrorKind::Corrupt,
+            format!("redis: unexpected reply {other:?}"),
+        )),
+    }
+}
+
+fn array_of(v: RedisValue) -> Result<Vec<RedisValue>, StoreError> {
+    match v {
+        RedisValue::Array(items) => Ok(items),
+        RedisValue::Null => Ok(Vec::new()),
+        other => Err(StoreError::new(
+            StoreErrorKind::Corrupt,
+            format!("redis: expected an array, got {other:?}"),
+        )),
+    }
+}
+
+fn decode(feature: &Feature, bytes: &[u8]) -> Result<Row, StoreError> {
+    codec::decode_row(&feature.entity, bytes).map_err(|e| {
+        StoreError::new(
+            StoreErrorKind::Corrupt,
+            format!("feature `{}`: {e}", feature.name),
+        )
+    })
+}
+
+#[async_trait]
+impl FeatureStore for RedisStore {
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn read(
+        &self,
+        feature: &Feature,
+        keys: &[EntityKey],
+        query: &Query,
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let client = self.pool.next().with_options(&self.options());
+        let replies: Vec<RedisValue> = match *query {
+            Query::Latest if !self.clustered => {
+                let names: Vec<String> = keys.iter().map(|k| self.key(feature, k, "l")).collect();
+                let v: RedisValue = client.mget(names).await.map_err(|e| map_error(&e))?;
+                array_of(v)?
+            }
+            _ => {
+                let pipeline = client.pipeline();
+                for k in keys {
+                    let queued: Result<(), FredError> = match *query {
+                        Query::Latest => pipeline.get(self.key(feature, k, "l")).await,
+                        Query::LastN { n } => {
+                            let n = i64::try_from(n).unwrap_or(i64::MAX);
+                            pipeline
+                                .zrange(self.key(feature, k, "h"), -n, -1, None, false, None, false)
+                                .await
+                        }
+                        Query::Range { start, end } => {
+                            pipeline
+                                .zrangebyscore(
+                                    self.key(feature, k, "h"),
+                                    start.0,
+                                    end.0,
+                                    false,
+                                    None,
+                                )
+                                .await
+                        }
+                    };
+                    queued.map_err(|e| map_error(&e))?;
+                }
+                pipeline
+                    .try_all::<RedisValue>()
+                    .await
+                    .into_iter()
+                    .map(|r| r.map_err(|e| map_error(&e)))
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        if replies.len() != keys.len() {
+            return Err(StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!("redis: {} replies for {} keys", replies.len(), keys.len()),
+            ));
+        }
+        replies
+            .into_iter()
+            .map(|reply| match query {
+                Query::Latest => match bytes_of(reply)? {
+                    Some(b) => Ok(vec![decode(feature, &b)?]),
+                    None => Ok(Vec::new()),
+                },
+                _ => array_of(reply)?
+                    .into_iter()
+                    .filter_map(|m| bytes_of(m).transpose())
+                    .map(|b| decode(feature, &b?))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    async fn write(
+        &self,
+        feature: &Feature,
+        records: &[(EntityKey, Row)],
+    ) -> Result<(), StoreError> {
+        for chunk in records.chunks(WRITE_CHUNK) {
+            match self.write_chunk(feature, chunk).await {
+                Err(e) if e.details().starts_with("NOSCRIPT") => {
+                    // The server lost its script cache (a restart, SCRIPT FLUSH):
+                    // reload and write the chunk once more; the script is idempotent.
+                    for c in self.pool.clients() {
+                        self.script.load(c).await.map_err(|e| map_error(&e))?;
+                    }
+                    self.write_chunk(feature, chunk)
+                        .await
+                        .map_err(|e| map_error(&e))?;
+                }
+                other => other.map_err(|e| map_error(&e))?,
+            }
+        }
+        Ok(())
+    }
+
+    async fn health(&self) -> Result<(), StoreError> {
+        let client = self.pool.next().with_options(&self.options());
+        let _: RedisValue = client.ping(None).await.map_err(|e| map_error(&e))?;
+        Ok(())
+    }
+}
