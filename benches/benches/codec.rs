@@ -31,7 +31,14 @@ features:
 fn rows() -> Vec<(&'static str, std::sync::Arc<Entity>, Row)> {
     let r = Registry::from_yaml("bench", SPEC, &NativeUdfs::new()).unwrap();
     let ts = Timestamp(1_744_970_400_123_456);
-    let seed = Row::new(ts, vec![Value::from("test-id-4242"), Value::Timestamp(ts), Value::Float(4242.0)]);
+    let seed = Row::new(
+        ts,
+        vec![
+            Value::from("test-id-4242"),
+            Value::Timestamp(ts),
+            Value::Float(4242.0),
+        ],
+    );
     let wide = Row::new(
         ts,
         vec![
@@ -45,7 +52,12 @@ fn rows() -> Vec<(&'static str, std::sync::Arc<Entity>, Row)> {
             Value::Int(-4),
             Value::from("category-electronics"),
             Value::Bool(true),
-            Value::List((0..8).map(|i| Value::Float(f64::from(i) * 0.5)).collect::<Vec<_>>().into()),
+            Value::List(
+                (0..8)
+                    .map(|i| Value::Float(f64::from(i) * 0.5))
+                    .collect::<Vec<_>>()
+                    .into(),
+            ),
             Value::Timestamp(Timestamp(1_700_000_000_000_000)),
             Value::from("DE"),
         ],
@@ -57,8 +69,12 @@ fn rows() -> Vec<(&'static str, std::sync::Arc<Entity>, Row)> {
 }
 
 fn json_encode(e: &Entity, row: &Row) -> Vec<u8> {
-    let cols: serde_json::Map<String, serde_json::Value> =
-        e.columns.iter().zip(row.columns.iter()).map(|(c, v)| (c.name.to_string(), v.to_json())).collect();
+    let cols: serde_json::Map<String, serde_json::Value> = e
+        .columns
+        .iter()
+        .zip(row.columns.iter())
+        .map(|(c, v)| (c.name.to_string(), v.to_json()))
+        .collect();
     serde_json::to_vec(&serde_json::json!({"t": row.event_time.0, "c": cols})).unwrap()
 }
 
@@ -68,7 +84,11 @@ fn json_decode(e: &Entity, bytes: &[u8]) -> Row {
     let columns: Vec<Value> = e
         .columns
         .iter()
-        .map(|c| cols.get(&*c.name).map(|j| c.ty.from_json(j).unwrap()).unwrap_or(Value::Null))
+        .map(|c| {
+            cols.get(&*c.name)
+                .map(|j| c.ty.from_json(j).unwrap())
+                .unwrap_or(Value::Null)
+        })
         .collect();
     Row::new(Timestamp(v["t"].as_i64().unwrap()), columns)
 }
@@ -79,12 +99,24 @@ fn codecs(c: &mut Criterion) {
         let js = json_encode(&entity, &row);
         assert_eq!(codec::decode_row(&entity, &mp).unwrap(), row);
         assert_eq!(json_decode(&entity, &js), row);
-        println!("{name} row: msgpack {} bytes, json {} bytes", mp.len(), js.len());
+        println!(
+            "{name} row: msgpack {} bytes, json {} bytes",
+            mp.len(),
+            js.len()
+        );
         let mut g = c.benchmark_group(format!("codec/{name}"));
-        g.bench_function("msgpack/encode", |b| b.iter(|| codec::encode_row(&entity, black_box(&row))));
-        g.bench_function("json/encode", |b| b.iter(|| json_encode(&entity, black_box(&row))));
-        g.bench_function("msgpack/decode", |b| b.iter(|| codec::decode_row(&entity, black_box(&mp)).unwrap()));
-        g.bench_function("json/decode", |b| b.iter(|| json_decode(&entity, black_box(&js))));
+        g.bench_function("msgpack/encode", |b| {
+            b.iter(|| codec::encode_row(&entity, black_box(&row)))
+        });
+        g.bench_function("json/encode", |b| {
+            b.iter(|| json_encode(&entity, black_box(&row)))
+        });
+        g.bench_function("msgpack/decode", |b| {
+            b.iter(|| codec::decode_row(&entity, black_box(&mp)).unwrap())
+        });
+        g.bench_function("json/decode", |b| {
+            b.iter(|| json_decode(&entity, black_box(&js)))
+        });
         g.finish();
     }
 }

@@ -18,6 +18,8 @@ pub const LATENCY_BUCKETS: &[f64] = &[
 pub const KEY_BUCKETS: &[f64] = &[
     1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0,
 ];
+/// Rows-per-batch buckets.
+pub const BATCH_BUCKETS: &[f64] = &[1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0];
 /// Ingest lag buckets, seconds.
 pub const LAG_BUCKETS: &[f64] = &[
     0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 86400.0,
@@ -222,6 +224,8 @@ pub struct Metrics {
     ingest_written: Counter,
     ingest_rejected: Counter,
     ingest_lag: Histogram,
+    ingest_batch: Histogram,
+    ingest_retries: Counter,
 }
 
 impl Metrics {
@@ -244,6 +248,8 @@ impl Metrics {
             ingest_written: Counter::default(),
             ingest_rejected: Counter::default(),
             ingest_lag: Histogram::new(LAG_BUCKETS),
+            ingest_batch: Histogram::new(BATCH_BUCKETS),
+            ingest_retries: Counter::default(),
         }
     }
 
@@ -288,6 +294,16 @@ impl Metrics {
         for l in lags {
             self.ingest_lag.observe(l);
         }
+    }
+
+    /// A batch handed to the store by the write path.
+    pub fn ingest_batch(&self, rows: usize) {
+        self.ingest_batch.observe(rows as f64);
+    }
+
+    /// A batch write retried after a transient error.
+    pub fn ingest_retry(&self) {
+        self.ingest_retries.add(1);
     }
 
     /// Prometheus text exposition of these and `registry`'s metrics.

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use oka_core::registry::FeatureKind;
 use oka_core::spec::MockSourceSpec;
-use oka_core::{EntityKey, Feature, FeatureId, Registry, Row, Timestamp, Value, cel_udf};
+use oka_core::{EntityKey, FeatureId, Registry, Row, Timestamp, Value, cel_udf};
 use tracing::{info, warn};
 
 use crate::state::Shared;
 
-/// Rows per write call.
+/// Rows per job handed to the write path.
 const BATCH: usize = 1000;
 
 /// A pipeline feature's mock source, compiled.
@@ -95,17 +95,23 @@ impl MockSource {
         Ok(out)
     }
 
-    /// Writes emission `tick` now.
+    /// Writes emission `tick` now, through the batched write path.
     pub async fn emit(&self, shared: &Shared, tick: u64) -> Result<usize, String> {
         let registry = &shared.loaded.registry;
-        let feature: &Feature = registry.feature(self.feature);
         let records = self.records(registry, tick, Timestamp::now())?;
-        for batch in records.chunks(BATCH) {
-            crate::ingest::write_batch(&*shared.store, &shared.metrics, feature, batch)
-                .await
-                .map_err(|e| e.to_string())?;
+        let n = records.len();
+        let mut chunks = Vec::new();
+        let mut records = records.into_iter().peekable();
+        while records.peek().is_some() {
+            chunks.push(records.by_ref().take(BATCH).collect::<Vec<_>>());
         }
-        Ok(records.len())
+        let writes = chunks
+            .into_iter()
+            .map(|c| shared.writer.write(registry, self.feature, c));
+        for r in futures::future::join_all(writes).await {
+            r.map_err(|e| e.to_string())?;
+        }
+        Ok(n)
     }
 
     /// The feature's name.

@@ -9,6 +9,7 @@ use oka_storage::FeatureStore;
 use crate::catalog;
 use crate::metrics::{Metrics, RegistryMetrics};
 use crate::stats::Stats;
+use crate::writer::{WritePath, WriterConfig};
 
 /// Request limits.
 #[derive(Debug, Clone)]
@@ -55,7 +56,9 @@ pub struct Shared {
     /// The store.
     pub store: Arc<dyn FeatureStore>,
     /// Prometheus metrics.
-    pub metrics: Metrics,
+    pub metrics: Arc<Metrics>,
+    /// The batched write path.
+    pub writer: WritePath,
     /// `/stats` windows.
     pub stats: Stats,
     /// Request limits.
@@ -65,13 +68,26 @@ pub struct Shared {
 }
 
 impl Shared {
-    /// Shared state for `registry` over `store`.
+    /// Shared state for `registry` over `store`, with the default write path.
+    /// Starts the write path's task, so it must run inside a tokio runtime.
     pub fn new(registry: Arc<Registry>, store: Arc<dyn FeatureStore>, limits: Limits) -> Arc<Self> {
-        let metrics = Metrics::new(store.backend());
+        Self::with_writer(registry, store, limits, WriterConfig::default())
+    }
+
+    /// Shared state with a configured write path.
+    pub fn with_writer(
+        registry: Arc<Registry>,
+        store: Arc<dyn FeatureStore>,
+        limits: Limits,
+        writer: WriterConfig,
+    ) -> Arc<Self> {
+        let metrics = Arc::new(Metrics::new(store.backend()));
+        let writer = WritePath::spawn(Arc::clone(&store), Arc::clone(&metrics), writer);
         Arc::new(Self {
             loaded: Arc::new(Loaded::new(registry)),
             store,
             metrics,
+            writer,
             stats: Stats::default(),
             limits,
             host: host_name(),
