@@ -52,11 +52,14 @@ impl Default for WriterConfig {
     }
 }
 
+/// Tells a writer how its job ended.
+type Ack = oneshot::Sender<Result<(), StoreError>>;
+
 struct Job {
     registry: Arc<Registry>,
     feature: FeatureId,
     rows: Vec<(EntityKey, Row)>,
-    done: oneshot::Sender<Result<(), StoreError>>,
+    done: Ack,
 }
 
 /// A handle on the write path; clone it freely.
@@ -147,12 +150,7 @@ async fn write_jobs(
     config: &WriterConfig,
     jobs: Vec<Job>,
 ) {
-    let mut groups: Vec<(
-        Arc<Registry>,
-        FeatureId,
-        Vec<(EntityKey, Row)>,
-        Vec<oneshot::Sender<Result<(), StoreError>>>,
-    )> = Vec::new();
+    let mut groups: Vec<(Arc<Registry>, FeatureId, Vec<(EntityKey, Row)>, Vec<Ack>)> = Vec::new();
     for job in jobs {
         match groups
             .iter_mut()
