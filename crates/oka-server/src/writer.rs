@@ -143,6 +143,14 @@ async fn run(
     }
 }
 
+/// One feature's rows from several jobs.
+struct Group {
+    registry: Arc<Registry>,
+    feature: FeatureId,
+    rows: Vec<(EntityKey, Row)>,
+    acks: Vec<Ack>,
+}
+
 /// Writes the jobs' rows grouped by feature and acknowledges each job.
 async fn write_jobs(
     store: &dyn FeatureStore,
@@ -150,30 +158,35 @@ async fn write_jobs(
     config: &WriterConfig,
     jobs: Vec<Job>,
 ) {
-    let mut groups: Vec<(Arc<Registry>, FeatureId, Vec<(EntityKey, Row)>, Vec<Ack>)> = Vec::new();
+    let mut groups: Vec<Group> = Vec::new();
     for job in jobs {
         match groups
             .iter_mut()
-            .find(|(r, f, _, _)| Arc::ptr_eq(r, &job.registry) && *f == job.feature)
+            .find(|g| Arc::ptr_eq(&g.registry, &job.registry) && g.feature == job.feature)
         {
-            Some((_, _, rows, acks)) => {
-                rows.extend(job.rows);
-                acks.push(job.done);
+            Some(g) => {
+                g.rows.extend(job.rows);
+                g.acks.push(job.done);
             }
-            None => groups.push((job.registry, job.feature, job.rows, vec![job.done])),
+            None => groups.push(Group {
+                registry: job.registry,
+                feature: job.feature,
+                rows: job.rows,
+                acks: vec![job.done],
+            }),
         }
     }
-    for (registry, feature, rows, acks) in groups {
-        let feature = registry.feature(feature);
+    for g in groups {
+        let feature = g.registry.feature(g.feature);
         let mut result = Ok(());
-        for chunk in rows.chunks(config.batch_size.max(1)) {
+        for chunk in g.rows.chunks(config.batch_size.max(1)) {
             metrics.ingest_batch(chunk.len());
             if let Err(e) = write_with_retries(store, metrics, config, feature, chunk).await {
                 result = Err(e);
                 break;
             }
         }
-        for ack in acks {
+        for ack in g.acks {
             let _ = ack.send(result.clone());
         }
     }
