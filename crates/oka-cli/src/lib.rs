@@ -11,6 +11,7 @@
 //! - [`stores`]: store URLs → backends (the only place concrete backends are named).
 //! - `demo.yaml`: the spec served by `oka serve --demo`.
 
+pub mod ingest;
 pub mod stores;
 
 use std::net::SocketAddr;
@@ -50,8 +51,32 @@ enum Command {
         #[arg(long, env = "OKA_SPEC")]
         spec: PathBuf,
     },
+    /// Load a JSON-lines or CSV file into a pipeline feature; exits non-zero if any
+    /// record was rejected or not written.
+    Ingest(ingest::IngestArgs),
+    /// Run a spec's data sources without serving.
+    #[command(subcommand)]
+    Source(SourceCommand),
     /// Print the demo spec.
     DemoSpec,
+}
+
+#[derive(Debug, Subcommand)]
+enum SourceCommand {
+    /// Run the spec's mock sources (`source: {mock: …}`) against the store: the first
+    /// emission, then one every `period_s`, until interrupted (or once with `--once`).
+    Mock {
+        /// The feature spec (YAML).
+        #[arg(long, env = "OKA_SPEC")]
+        spec: PathBuf,
+        /// Write the first emission and exit.
+        #[arg(long)]
+        once: bool,
+        #[command(flatten)]
+        store: stores::StoreArgs,
+        #[command(flatten)]
+        writer: ingest::WriterArgs,
+    },
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -75,6 +100,8 @@ struct ServeArgs {
     demo: bool,
     #[command(flatten)]
     store: stores::StoreArgs,
+    #[command(flatten)]
+    writer: ingest::WriterArgs,
     /// Serving address.
     #[arg(long, env = "OKA_LISTEN", default_value = "0.0.0.0:1122")]
     listen: SocketAddr,
@@ -136,6 +163,50 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             }
         }
         Command::Serve(args) => serve(args, natives).map(|()| ExitCode::SUCCESS),
+        Command::Source(SourceCommand::Mock {
+            spec,
+            once,
+            store,
+            writer,
+        }) => {
+            init_logs(LogFormat::Text);
+            let origin = spec.display().to_string();
+            let yaml =
+                std::fs::read_to_string(&spec).with_context(|| format!("reading {origin}"))?;
+            let registry = Registry::from_yaml(&origin, &yaml, &natives)
+                .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?;
+            if oka_server::source::MockSource::all(&registry).is_empty() {
+                anyhow::bail!("{origin} declares no mock source");
+            }
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(async move {
+                let store = stores::open(&store).await?;
+                let shared = Shared::with_writer(
+                    Arc::new(registry),
+                    store,
+                    Limits::default(),
+                    writer.config(),
+                );
+                let periodic = oka_server::source::start(shared)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
+                if !once {
+                    tokio::select! {
+                        () = periodic => {},
+                        () = shutdown_signal() => {},
+                    }
+                }
+                anyhow::Ok(())
+            })?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Ingest(args) => Ok(if ingest::run(args, &natives)? {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        }),
     }
 }
 
@@ -190,7 +261,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         let limits = Limits {
             max_body_bytes: args.max_body_bytes,
         };
-        let shared = Shared::new(Arc::new(registry), store, limits);
+        let shared = Shared::with_writer(Arc::new(registry), store, limits, args.writer.config());
         let sources = oka_server::source::start(Arc::clone(&shared))
             .await
             .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;

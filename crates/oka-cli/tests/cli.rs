@@ -148,3 +148,145 @@ fn serve_demo_answers_the_seed_request_and_exits_cleanly_on_sigterm() {
     };
     assert!(status.success(), "exit status {status:?}");
 }
+
+const SEED_SPEC: &str = include_str!("../../../examples/seed/spec.yaml");
+
+fn seed_file(name: &str, rows: usize) -> std::path::PathBuf {
+    let body: String = (0..rows)
+        .map(|i| format!("{{\"id\":\"test-id-{i}\",\"value\":{i}.0}}\n"))
+        .collect();
+    tmp_file(name, &body)
+}
+
+#[test]
+fn ingest_reports_rejections_and_exits_non_zero() {
+    let spec = tmp_file("seed.yaml", SEED_SPEC);
+    let good = seed_file("good.jsonl", 50);
+    let out = Command::new(OKA)
+        .args(["ingest", "--feature", "test_feature", "--spec"])
+        .arg(&spec)
+        .arg("--file")
+        .arg(&good)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("wrote 50 records to `test_feature`") && stdout.contains("rejected 0"),
+        "{stdout}"
+    );
+
+    let bad = tmp_file("bad.csv", "id,value\na,1.5\nb,oops\n,2\n");
+    let out = Command::new(OKA)
+        .args(["ingest", "--feature", "test_feature", "--spec"])
+        .arg(&spec)
+        .arg("--file")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(!out.status.success());
+    assert!(
+        stdout.contains("wrote 1 records") && stdout.contains("rejected 2"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("line 3: field `value`: `oops` is not a number"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("line 4: missing key field `id`"),
+        "{stderr}"
+    );
+}
+
+/// The seed workload end to end on Redis: `oka ingest` of 10,000 rows, then
+/// `oka serve` answers from them. Needs `OKA_TEST_REDIS_URL` (set by `.ci/run`).
+#[test]
+fn ingest_then_serve_from_redis() {
+    let Ok(url) = std::env::var("OKA_TEST_REDIS_URL") else {
+        assert!(
+            std::env::var("OKA_REQUIRE_REDIS").as_deref() != Ok("1"),
+            "OKA_TEST_REDIS_URL not set"
+        );
+        eprintln!("OKA_TEST_REDIS_URL not set: skipping");
+        return;
+    };
+    let prefix = format!("oka-cli-test-{}:", std::process::id());
+    let spec = tmp_file("seed-redis.yaml", SEED_SPEC);
+    let data = seed_file("seed.jsonl", 10_000);
+    let out = Command::new(OKA)
+        .args([
+            "ingest",
+            "--feature",
+            "test_feature",
+            "--store",
+            &url,
+            "--store-key-prefix",
+            &prefix,
+            "--spec",
+        ])
+        .arg(&spec)
+        .arg("--file")
+        .arg(&data)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("wrote 10000 records"), "{stdout}");
+
+    let (port, admin_port) = (free_port(), free_port());
+    let mut server = Server(
+        Command::new(OKA)
+            .args([
+                "serve",
+                "--workers",
+                "2",
+                "--store",
+                &url,
+                "--store-key-prefix",
+                &prefix,
+                "--spec",
+            ])
+            .arg(&spec)
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--admin-listen",
+                &format!("127.0.0.1:{admin_port}"),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http(admin, "GET", "/readyz", "").map(|(s, _)| s) != Some(200) {
+        assert!(Instant::now() < deadline, "server did not become ready");
+        assert!(
+            server.0.try_wait().unwrap().is_none(),
+            "server exited early"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let seed = r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-9999"},{"id":"test-id-21"},{"id":"test-id-10000"}],"udf_args":{"simple_feature":{"multiplier":2.0}}}"#;
+    let (status, body) = http(addr, "POST", "/v1/features", seed).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["results"]["simple_feature"][0][0]["value"], 19998.0);
+    assert_eq!(v["results"]["simple_feature"][1][0]["value"], 42.0);
+    assert_eq!(v["statuses"]["simple_feature"][2], "missing");
+}

@@ -1,0 +1,128 @@
+//! Against a real Redis (`OKA_BENCH_REDIS_URL`, e.g. `redis://127.0.0.1:6379`):
+//! - write throughput of the batched write path `oka ingest` uses, for 10,000 seed
+//!   records at batch sizes 1, 10, 100 and 1000;
+//! - latency of a whole 1-key and 100-key seed request (parse → Redis → UDF →
+//!   encode), in process.
+//!
+//! `OKA_BENCH_REDIS_URL=redis://127.0.0.1:6379 cargo bench -p oka-benches --bench redis`
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Instant;
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use oka_core::{EntityKey, Row, Timestamp, Value};
+use oka_redis::{RedisOptions, RedisStore};
+use oka_server::metrics::Metrics;
+use oka_server::writer::{WritePath, WriterConfig};
+use oka_server::{AppState, Limits, Shared};
+
+const ROWS: usize = 10_000;
+
+fn seed_rows(tick: i64) -> Vec<(EntityKey, Row)> {
+    let ts = Timestamp(Timestamp::now().0 + tick);
+    (0..ROWS)
+        .map(|i| {
+            let id = format!("test-id-{i}");
+            (
+                EntityKey::encode(&[Value::from(id.as_str())]),
+                Row::new(
+                    ts,
+                    vec![
+                        Value::from(id.as_str()),
+                        Value::Timestamp(ts),
+                        Value::Float(i as f64),
+                    ],
+                ),
+            )
+        })
+        .collect()
+}
+
+fn redis(c: &mut Criterion) {
+    let Ok(url) = std::env::var("OKA_BENCH_REDIS_URL") else {
+        eprintln!("OKA_BENCH_REDIS_URL is not set; skipping the Redis benches");
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = Arc::new(
+        rt.block_on(RedisStore::connect(&url, RedisOptions::default()))
+            .unwrap(),
+    );
+    let registry = oka_benches::registry();
+    let id = registry.feature_id("test_feature").unwrap();
+
+    let mut g = c.benchmark_group("redis/ingest_10k");
+    g.sample_size(10);
+    g.throughput(Throughput::Elements(ROWS as u64));
+    for batch in [1usize, 10, 100, 1000] {
+        let config = WriterConfig {
+            batch_size: batch,
+            ..WriterConfig::default()
+        };
+        let writer = rt.block_on(async {
+            WritePath::spawn(
+                store.clone(),
+                Arc::new(Metrics::new("redis")),
+                config.clone(),
+            )
+        });
+        let mut tick = 0;
+        g.bench_function(format!("batch_{batch}"), |b| {
+            b.iter_custom(|iters| {
+                let mut total = std::time::Duration::ZERO;
+                for _ in 0..iters {
+                    tick += 1;
+                    let rows = seed_rows(tick);
+                    let started = Instant::now();
+                    rt.block_on(async {
+                        let mut pending = std::collections::VecDeque::new();
+                        let mut rows = rows.into_iter().peekable();
+                        while rows.peek().is_some() || !pending.is_empty() {
+                            while pending.len() < config.max_in_flight * 2 && rows.peek().is_some()
+                            {
+                                let chunk: Vec<_> = rows.by_ref().take(batch).collect();
+                                let (w, r) = (writer.clone(), Arc::clone(&registry));
+                                pending.push_back(tokio::spawn(async move {
+                                    w.write(&r, id, chunk).await
+                                }));
+                            }
+                            if let Some(job) = pending.pop_front() {
+                                job.await.unwrap().unwrap();
+                            }
+                        }
+                    });
+                    total += started.elapsed();
+                }
+                total
+            })
+        });
+    }
+    g.finish();
+
+    let state = rt.block_on(async {
+        AppState::new(
+            Shared::new(registry.clone(), store.clone(), Limits::default()),
+            0,
+        )
+    });
+    let mut g = c.benchmark_group("redis/request");
+    for keys in [1usize, 100] {
+        let body = oka_benches::request("simple_feature", keys);
+        g.throughput(Throughput::Elements(keys as u64));
+        g.bench_function(format!("simple_feature/{keys}_keys"), |b| {
+            b.iter(|| {
+                rt.block_on(oka_server::serve::features(&state, black_box(&body), false))
+                    .unwrap()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, redis);
+criterion_main!(benches);
