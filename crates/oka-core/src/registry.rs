@@ -146,6 +146,8 @@ pub enum FeatureKind {
     Pipeline {
         /// Records of history kept per key.
         history: usize,
+        /// How long after its last write a key expires.
+        ttl: Option<std::time::Duration>,
         /// The mock source writing into it, if any.
         source: Option<MockSourceSpec>,
     },
@@ -371,6 +373,10 @@ impl Loader {
             let kind = match f.kind {
                 FeatureKindSpec::Pipeline => FeatureKind::Pipeline {
                     history: f.history.unwrap_or(DEFAULT_HISTORY),
+                    ttl: f
+                        .ttl_s
+                        .filter(|t| *t > 0.0 && t.is_finite())
+                        .map(std::time::Duration::from_secs_f64),
                     source: f.source.as_ref().map(|s| s.mock.clone()),
                 },
                 FeatureKindSpec::OnDemand => {
@@ -512,11 +518,18 @@ impl Loader {
                 if f.history == Some(0) {
                     self.err(format!("{path}.history"), "history must be at least 1");
                 }
+                if f.ttl_s.is_some_and(|t| !(t > 0.0 && t.is_finite())) {
+                    self.err(
+                        format!("{path}.ttl_s"),
+                        "ttl_s must be a positive number of seconds",
+                    );
+                }
                 return out;
             }
             FeatureKindSpec::OnDemand => {
                 for (field, present) in [
                     ("history", f.history.is_some()),
+                    ("ttl_s", f.ttl_s.is_some()),
                     ("source", f.source.is_some()),
                 ] {
                     if present {

@@ -82,6 +82,10 @@ pub struct FeatureSpec {
     /// Pipeline: how many records of history the store keeps per key (default 100).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<usize>,
+    /// Pipeline: seconds after its last write that a key's records expire (none by
+    /// default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_s: Option<f64>,
     /// Pipeline: a data source that writes into this feature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceSpec>,

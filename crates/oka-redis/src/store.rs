@@ -4,6 +4,7 @@
 //! - `{prefix}{<feature>|<key>}:l` — STRING, the newest record (for `latest`).
 //! - `{prefix}{<feature>|<key>}:h` — ZSET, the history: member = record, score =
 //!   event time in microseconds, trimmed to the feature's `history` newest.
+//! - With a feature TTL, both keys expire that long after the key's last write.
 //!
 //! A write is one Lua script call per record (pipelined): it replaces any record with
 //! the same event time, trims the history, and sets `:l` to the highest-scored
@@ -28,7 +29,8 @@ use crate::codec;
 /// Commands per write pipeline.
 const WRITE_CHUNK: usize = 1000;
 
-/// KEYS: latest, history. ARGV: event time (µs), record, history bound.
+/// KEYS: latest, history. ARGV: event time (µs), record, history bound, TTL in ms
+/// (0: none).
 const WRITE_SCRIPT: &str = r"
 redis.call('ZREMRANGEBYSCORE', KEYS[2], ARGV[1], ARGV[1])
 redis.call('ZADD', KEYS[2], ARGV[1], ARGV[2])
@@ -39,6 +41,11 @@ if n > bound then
 end
 local newest = redis.call('ZRANGE', KEYS[2], -1, -1)
 redis.call('SET', KEYS[1], newest[1])
+local ttl = tonumber(ARGV[4])
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[2], ttl)
+end
 return n
 ";
 
@@ -100,11 +107,16 @@ pub fn map_error(e: &FredError) -> StoreError {
     StoreError::new(kind, format!("redis: {e}"))
 }
 
-fn history_bound(feature: &Feature) -> usize {
-    match feature.kind {
-        FeatureKind::Pipeline { history, .. } => history.max(1),
-        FeatureKind::OnDemand { .. } => DEFAULT_HISTORY,
-    }
+/// The history bound and the TTL in milliseconds (0: none).
+fn retention(feature: &Feature) -> (i64, i64) {
+    let (history, ttl) = match feature.kind {
+        FeatureKind::Pipeline { history, ttl, .. } => (history.max(1), ttl),
+        FeatureKind::OnDemand { .. } => (DEFAULT_HISTORY, None),
+    };
+    let ttl_ms = ttl.map_or(0, |t| {
+        i64::try_from(t.as_millis()).unwrap_or(i64::MAX).max(1)
+    });
+    (i64::try_from(history).unwrap_or(i64::MAX), ttl_ms)
 }
 
 impl RedisStore {
@@ -173,7 +185,7 @@ impl RedisStore {
         feature: &Feature,
         chunk: &[(EntityKey, Row)],
     ) -> Result<(), FredError> {
-        let bound = i64::try_from(history_bound(feature)).unwrap_or(i64::MAX);
+        let (bound, ttl_ms) = retention(feature);
         let client = self.pool.next().with_options(&self.options());
         let calls = chunk.iter().map(|(key, row)| {
             let keys = vec![self.key(feature, key, "l"), self.key(feature, key, "h")];
@@ -181,6 +193,7 @@ impl RedisStore {
                 RedisValue::from(row.event_time.0),
                 RedisValue::Bytes(codec::encode_row(&feature.entity, row).into()),
                 RedisValue::from(bound),
+                RedisValue::from(ttl_ms),
             ];
             let client = &client;
             async move {

@@ -31,9 +31,10 @@ pub fn encode(registry: &Registry) -> bytes::Bytes {
                 "description": f.description,
             });
             match &f.kind {
-                FeatureKind::Pipeline { history, source } => {
+                FeatureKind::Pipeline { history, ttl, source } => {
                     obj["kind"] = json!("pipeline");
                     obj["history"] = json!(history);
+                    obj["ttl_s"] = json!(ttl.map(|t| t.as_secs_f64()));
                     obj["source"] = json!(source.as_ref().map(|_| "mock"));
                 }
                 FeatureKind::OnDemand {

@@ -28,6 +28,11 @@ features:
     kind: pipeline
     entity: Conformance
     history: 10
+  conformance_ttl:
+    kind: pipeline
+    entity: Conformance
+    history: 10
+    ttl_s: 1
 "#;
 
 /// The suite's registry (one pipeline feature, history 10).
@@ -88,6 +93,7 @@ pub async fn run_all(store: &dyn FeatureStore) {
     large_values_round_trip(store).await;
     concurrent_writers(store).await;
     rows_round_trip_every_column(store).await;
+    ttl_expires_keys(store).await;
 }
 
 /// `latest` returns the record with the newest event time, whatever the write order.
@@ -397,4 +403,57 @@ pub async fn rows_round_trip_every_column(store: &dyn FeatureStore) {
         .await
         .unwrap();
     assert_eq!(got[0], vec![rw], "{}: full row", store.backend());
+}
+
+/// A feature with a TTL forgets a key that long after its last write; a later write
+/// starts a fresh history.
+pub async fn ttl_expires_keys(store: &dyn FeatureStore) {
+    let r = registry();
+    let f = r.feature(r.feature_id("conformance_ttl").unwrap());
+    let p = prefix();
+    let k = key(&p, "a");
+    store
+        .write(
+            f,
+            &[
+                (k.clone(), row(&p, "a", 1_000, 1.0)),
+                (k.clone(), row(&p, "a", 2_000, 2.0)),
+            ],
+        )
+        .await
+        .unwrap();
+    let got = store
+        .read(f, std::slice::from_ref(&k), &Query::LastN { n: 10 })
+        .await
+        .unwrap();
+    assert_eq!(
+        values(&got[0]),
+        [1.0, 2.0],
+        "{}: before the TTL",
+        store.backend()
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1_300)).await;
+    for q in [Query::Latest, Query::LastN { n: 10 }] {
+        let got = store.read(f, std::slice::from_ref(&k), &q).await.unwrap();
+        assert!(
+            got[0].is_empty(),
+            "{}: {q:?} after the TTL: {:?}",
+            store.backend(),
+            got[0]
+        );
+    }
+    store
+        .write(f, &[(k.clone(), row(&p, "a", 3_000, 3.0))])
+        .await
+        .unwrap();
+    let got = store
+        .read(f, std::slice::from_ref(&k), &Query::LastN { n: 10 })
+        .await
+        .unwrap();
+    assert_eq!(
+        values(&got[0]),
+        [3.0],
+        "{}: a fresh history after expiry",
+        store.backend()
+    );
 }

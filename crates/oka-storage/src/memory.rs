@@ -1,11 +1,13 @@
 //! The in-memory store: per feature, a sharded hash map from canonical key to a
-//! bounded history sorted by event time. Readers and writers of different shards
+//! bounded history sorted by event time (and an expiry, for features with a TTL). Readers and writers of different shards
 //! never contend; a shard's lock is held only for the copy-out of `Arc`-shared rows.
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use oka_core::registry::{DEFAULT_HISTORY, FeatureKind};
@@ -16,18 +18,47 @@ use crate::store::{FeatureStore, StoreError};
 
 const SHARDS: usize = 64;
 
-/// Records of one key, oldest first, at most `history` long.
-type History = VecDeque<Row>;
+/// Records of one key, oldest first, at most `history` long, and when the key
+/// expires (its feature's TTL after the last write).
+#[derive(Debug, Default)]
+struct History {
+    rows: VecDeque<Row>,
+    expires: Option<Instant>,
+}
+
+impl History {
+    fn live(&self, now: Instant) -> bool {
+        self.expires.is_none_or(|e| now < e)
+    }
+}
 
 #[derive(Debug)]
 struct Table {
     shards: Box<[RwLock<HashMap<EntityKey, History>>]>,
+    /// Writes so far; every [`SWEEP_EVERY`] writes one shard drops its expired keys.
+    writes: AtomicUsize,
 }
+
+/// Writes between sweeps of one shard for expired keys.
+const SWEEP_EVERY: usize = 1024;
 
 impl Table {
     fn new() -> Self {
         Self {
             shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            writes: AtomicUsize::new(0),
+        }
+    }
+
+    /// Drops expired keys from one shard, round robin, every `SWEEP_EVERY` writes,
+    /// so keys that are never read again do not stay forever.
+    fn maybe_sweep(&self, writes: usize) {
+        let before = self.writes.fetch_add(writes, Ordering::Relaxed);
+        let sweeps = (before + writes) / SWEEP_EVERY - before / SWEEP_EVERY;
+        for i in 0..sweeps.min(SHARDS) {
+            let shard = (before / SWEEP_EVERY + i) % SHARDS;
+            let now = Instant::now();
+            self.shards[shard].write().retain(|_, h| h.live(now));
         }
     }
 
@@ -67,15 +98,15 @@ impl MemoryStore {
     }
 }
 
-fn history_bound(feature: &Feature) -> usize {
+fn history_bound(feature: &Feature) -> (usize, Option<Duration>) {
     match feature.kind {
-        FeatureKind::Pipeline { history, .. } => history.max(1),
-        FeatureKind::OnDemand { .. } => DEFAULT_HISTORY,
+        FeatureKind::Pipeline { history, ttl, .. } => (history.max(1), ttl),
+        FeatureKind::OnDemand { .. } => (DEFAULT_HISTORY, None),
     }
 }
 
 /// Reads `query` from one key's history.
-fn answer(history: &History, query: &Query) -> Vec<Row> {
+fn answer(history: &VecDeque<Row>, query: &Query) -> Vec<Row> {
     match *query {
         Query::Latest => history.back().cloned().into_iter().collect(),
         Query::LastN { n } => {
@@ -92,7 +123,7 @@ fn answer(history: &History, query: &Query) -> Vec<Row> {
 
 /// Inserts `row` in event-time order; a row with the same event time replaces the
 /// old one (idempotent re-delivery). Drops the oldest beyond `bound`.
-fn insert(history: &mut History, row: Row, bound: usize) {
+fn insert(history: &mut VecDeque<Row>, row: Row, bound: usize) {
     let pos = history.partition_point(|r| r.event_time < row.event_time);
     match history.get(pos) {
         Some(r) if r.event_time == row.event_time => history[pos] = row,
@@ -118,6 +149,7 @@ impl FeatureStore for MemoryStore {
         let Some(table) = self.table(&feature.name) else {
             return Ok(vec![Vec::new(); keys.len()]);
         };
+        let now = Instant::now();
         Ok(keys
             .iter()
             .map(|k| {
@@ -125,7 +157,8 @@ impl FeatureStore for MemoryStore {
                     .shard(k)
                     .read()
                     .get(k)
-                    .map(|h| answer(h, query))
+                    .filter(|h| h.live(now))
+                    .map(|h| answer(&h.rows, query))
                     .unwrap_or_default()
             })
             .collect())
@@ -137,12 +170,18 @@ impl FeatureStore for MemoryStore {
         records: &[(EntityKey, Row)],
     ) -> Result<(), StoreError> {
         let table = self.table_or_create(&feature.name);
-        let bound = history_bound(feature);
+        let (bound, ttl) = history_bound(feature);
+        let now = Instant::now();
         for (key, row) in records {
             let mut shard = table.shard(key).write();
             let history = shard.entry(key.clone()).or_default();
-            insert(history, row.clone(), bound);
+            if !history.live(now) {
+                history.rows.clear();
+            }
+            insert(&mut history.rows, row.clone(), bound);
+            history.expires = ttl.map(|t| now + t);
         }
+        table.maybe_sweep(records.len());
         Ok(())
     }
 

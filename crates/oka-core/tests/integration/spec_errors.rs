@@ -283,3 +283,16 @@ fn mock_source_checks_columns() {
         ],
     );
 }
+
+#[test]
+fn ttl_must_be_positive_and_on_pipeline_features() {
+    let err = errors("  q:\n    kind: pipeline\n    entity: E\n    ttl_s: -1\n");
+    assert_has(&err, &["features.q.ttl_s", "positive number of seconds"]);
+    let err = errors(
+        "  q:\n    kind: on_demand\n    entity: E\n    dependencies: [p]\n    ttl_s: 5\n    udf: {expr: {value: 'p.value', label: 'p.label'}}\n",
+    );
+    assert_has(
+        &err,
+        &["features.q.ttl_s", "an on-demand feature has no `ttl_s`"],
+    );
+}
