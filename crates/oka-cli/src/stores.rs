@@ -12,7 +12,8 @@ use oka_storage::{FeatureStore, MemoryStore};
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArgs {
     /// The store URL: `memory://`, `redis://[user:pass@]host:port[/db]`,
-    /// `redis-cluster://host:port[?node=host:port…]`.
+    /// `redis-cluster://host:port[?node=host:port…]`, `redis-sentinel://…`; `rediss…`
+    /// for TLS.
     #[arg(long, env = "OKA_STORE", default_value = "memory://")]
     pub store: String,
     /// Timeout of one store command, milliseconds.
@@ -27,6 +28,10 @@ pub struct StoreArgs {
     /// Prefix of every key the store writes.
     #[arg(long, env = "OKA_STORE_KEY_PREFIX", default_value = "oka:")]
     pub store_key_prefix: String,
+    /// For `rediss://`: a PEM file of CA certificates to trust instead of the
+    /// system's.
+    #[arg(long, env = "OKA_STORE_TLS_CA_FILE")]
+    pub store_tls_ca_file: Option<std::path::PathBuf>,
 }
 
 /// Opens the store described by `args`.
@@ -35,12 +40,14 @@ pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
     let scheme = url.split_once("://").map_or(url, |(s, _)| s);
     match scheme {
         "memory" => Ok(Arc::new(MemoryStore::new())),
-        "redis" | "redis-cluster" | "redis-sentinel" => {
+        "redis" | "rediss" | "redis-cluster" | "rediss-cluster" | "redis-sentinel"
+        | "rediss-sentinel" => {
             let options = RedisOptions {
                 pool_size: args.store_pool_size,
                 command_timeout: Duration::from_millis(args.store_timeout_ms),
                 connect_timeout: Duration::from_millis(args.store_connect_timeout_ms),
                 key_prefix: args.store_key_prefix.clone(),
+                tls_ca_file: args.store_tls_ca_file.clone(),
             };
             let store = RedisStore::connect(url, options)
                 .await
@@ -48,7 +55,7 @@ pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
             Ok(Arc::new(store))
         }
         other => bail!(
-            "unsupported store URL scheme `{other}://` (this build supports memory://, redis://, redis-cluster://, redis-sentinel://)"
+            "unsupported store URL scheme `{other}://` (this build supports memory://, redis[s]://, redis[s]-cluster://, redis[s]-sentinel://)"
         ),
     }
 }
@@ -85,6 +92,7 @@ mod tests {
             store_connect_timeout_ms: 300,
             store_pool_size: 1,
             store_key_prefix: "oka:".to_owned(),
+            store_tls_ca_file: None,
         }
     }
 

@@ -60,6 +60,8 @@ pub struct RedisOptions {
     pub connect_timeout: Duration,
     /// Prefix of every key.
     pub key_prefix: String,
+    /// For `rediss://`: PEM file of the CA(s) to trust instead of the system's.
+    pub tls_ca_file: Option<std::path::PathBuf>,
 }
 
 impl Default for RedisOptions {
@@ -69,6 +71,7 @@ impl Default for RedisOptions {
             command_timeout: Duration::from_millis(1000),
             connect_timeout: Duration::from_secs(5),
             key_prefix: "oka:".to_owned(),
+            tls_ca_file: None,
         }
     }
 }
@@ -90,6 +93,39 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
+/// The URL schemes accepted (`rediss` variants use TLS).
+const SCHEMES: &[&str] = &[
+    "redis",
+    "rediss",
+    "redis-cluster",
+    "rediss-cluster",
+    "redis-sentinel",
+    "rediss-sentinel",
+];
+
+/// A TLS connector trusting only the CA certificates in `path` (PEM).
+fn tls_with_ca(path: &std::path::Path) -> Result<fred::types::config::TlsConnector, StoreError> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let bad = |m: String| StoreError::new(StoreErrorKind::Internal, m);
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path)
+        .map_err(|e| bad(format!("reading {}: {e}", path.display())))?
+    {
+        let cert = cert.map_err(|e| bad(format!("{}: {e}", path.display())))?;
+        roots
+            .add(cert)
+            .map_err(|e| bad(format!("{}: {e}", path.display())))?;
+    }
+    if roots.is_empty() {
+        return Err(bad(format!("{}: no certificates", path.display())));
+    }
+    let config = rustls::ClientConfig::builder()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config.into())
+}
+
 /// Maps a fred error to a store error kind.
 pub fn map_error(e: &FredError) -> StoreError {
     let kind = match e.kind() {
@@ -100,6 +136,7 @@ pub fn map_error(e: &FredError) -> StoreError {
         | ErrorKind::Cluster
         | ErrorKind::Sentinel
         | ErrorKind::Auth
+        | ErrorKind::Tls
         | ErrorKind::Backpressure => StoreErrorKind::Unavailable,
         ErrorKind::Parse | ErrorKind::Protocol => StoreErrorKind::Corrupt,
         _ => StoreErrorKind::Internal,
@@ -121,24 +158,36 @@ fn retention(feature: &Feature) -> (i64, i64) {
 
 impl RedisStore {
     /// Connects to `url` (`redis://[user:pass@]host:port[/db]`,
-    /// `redis-cluster://host:port[?node=host:port…]`, `redis-sentinel://…`) and loads
-    /// the write script. Fails if the server cannot be reached.
+    /// `redis-cluster://host:port[?node=host:port…]`, `redis-sentinel://…`, and the
+    /// `rediss…` forms for TLS, which trust the system's CAs or
+    /// `options.tls_ca_file`) and loads the write script. Fails if the server cannot
+    /// be reached.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
         let scheme = url.split_once("://").map_or("", |(s, _)| s);
-        if !matches!(scheme, "redis" | "redis-cluster" | "redis-sentinel") {
+        if !SCHEMES.contains(&scheme) {
             return Err(StoreError::new(
                 StoreErrorKind::Internal,
                 format!(
-                    "invalid redis url scheme `{scheme}`: expected redis://, redis-cluster:// or redis-sentinel:// (TLS is not built in)"
+                    "invalid redis url scheme `{scheme}`: expected one of {}",
+                    SCHEMES.join(", ")
                 ),
             ));
         }
-        let config = Config::from_url(url).map_err(|e| {
+        let mut config = Config::from_url(url).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::Internal,
                 format!("invalid redis url: {}", e.details()),
             )
         })?;
+        if let Some(ca) = &options.tls_ca_file {
+            if config.tls.is_none() {
+                return Err(StoreError::new(
+                    StoreErrorKind::Internal,
+                    "a TLS CA file was given but the url is not rediss://",
+                ));
+            }
+            config.tls = Some(tls_with_ca(ca)?.into());
+        }
         let clustered = config.server.is_clustered();
         let mut builder = Builder::from_config(config);
         builder
