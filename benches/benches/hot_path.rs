@@ -54,7 +54,15 @@ fn udfs(c: &mut Criterion) {
         ];
         g.throughput(Throughput::Elements(keys as u64));
         g.bench_function(format!("cel/{target}/{keys}_keys"), |b| {
-            b.iter(|| black_box(run_group(&r, group, black_box(&fetched), Timestamp(0))))
+            b.iter(|| {
+                black_box(run_group(
+                    &r,
+                    group,
+                    black_box(&fetched),
+                    Timestamp(0),
+                    None,
+                ))
+            })
         });
     }
     g.finish();
@@ -72,8 +80,14 @@ fn whole_request(c: &mut Criterion) {
         g.throughput(Throughput::Elements(keys as u64));
         g.bench_function(format!("memory/simple_feature/{keys}_keys"), |b| {
             b.iter(|| {
-                rt.block_on(oka_server::serve::features(&state, black_box(&body), false))
-                    .unwrap()
+                rt.block_on(oka_server::serve::features(
+                    &state,
+                    black_box(&body),
+                    false,
+                    std::time::Instant::now(),
+                    None,
+                ))
+                .unwrap()
             })
         });
     }

@@ -116,8 +116,14 @@ fn redis(c: &mut Criterion) {
         g.throughput(Throughput::Elements(keys as u64));
         g.bench_function(format!("simple_feature/{keys}_keys"), |b| {
             b.iter(|| {
-                rt.block_on(oka_server::serve::features(&state, black_box(&body), false))
-                    .unwrap()
+                rt.block_on(oka_server::serve::features(
+                    &state,
+                    black_box(&body),
+                    false,
+                    std::time::Instant::now(),
+                    None,
+                ))
+                .unwrap()
             })
         });
     }

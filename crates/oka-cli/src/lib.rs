@@ -18,11 +18,14 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use oka_core::request::RequestLimits;
 use oka_core::{NativeUdfs, Registry};
-use oka_server::runtime::{ServerConfig, available_cpus};
+use oka_server::auth::ApiKeys;
+use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
 use oka_server::{Limits, Shared};
 use tracing::info;
 
@@ -80,6 +83,12 @@ enum SourceCommand {
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
+enum RuntimeArg {
+    PerCore,
+    Shared,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
 enum LogFormat {
     Text,
     Json,
@@ -117,6 +126,30 @@ struct ServeArgs {
     /// Largest request body in bytes (413 beyond).
     #[arg(long, env = "OKA_MAX_BODY_BYTES", default_value_t = Limits::default().max_body_bytes)]
     max_body_bytes: usize,
+    /// Requests one worker serves at once; beyond, 503 with `Retry-After` at once.
+    #[arg(long, env = "OKA_MAX_IN_FLIGHT_REQUESTS", default_value_t = Limits::default().max_in_flight)]
+    max_in_flight_requests: usize,
+    /// Default request deadline, milliseconds (`X-Oka-Deadline-Ms` or `deadline_ms`
+    /// override it per request); 504 beyond.
+    #[arg(long, env = "OKA_DEADLINE_MS", default_value_t = 2000)]
+    deadline_ms: u64,
+    /// Keys per request (over all key lists).
+    #[arg(long, env = "OKA_MAX_KEYS", default_value_t = oka_core::request::MAX_KEYS)]
+    max_keys: usize,
+    /// Targets per request.
+    #[arg(long, env = "OKA_MAX_TARGETS", default_value_t = oka_core::request::MAX_TARGETS)]
+    max_targets: usize,
+    /// API keys file (`<key> <read|write>[,…]` per line); also `OKA_API_KEYS`
+    /// (`;`-separated). Without either, authentication is off. Re-read on reload.
+    #[arg(long, env = "OKA_API_KEYS_FILE")]
+    api_keys_file: Option<PathBuf>,
+    /// Seconds in-flight requests get to finish on SIGTERM/SIGINT.
+    #[arg(long, env = "OKA_SHUTDOWN_GRACE_S", default_value_t = 20)]
+    shutdown_grace_s: u64,
+    /// Worker runtime: `per-core` (a pinned single-threaded runtime per worker) or
+    /// `shared` (one multi-threaded runtime, for comparison).
+    #[arg(long, env = "OKA_RUNTIME", value_enum, default_value = "per-core")]
+    runtime: RuntimeArg,
     /// Log format.
     #[arg(long, env = "OKA_LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -235,21 +268,51 @@ fn quiet_udf_panics() {
     }));
 }
 
-fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
-    init_logs(args.log_format);
-    quiet_udf_panics();
-    let (origin, yaml) = match &args.spec {
+/// Reads the spec (a file, or the demo) and the API keys (file and environment).
+fn load_sources(
+    spec: Option<&std::path::Path>,
+    keys_file: Option<&std::path::Path>,
+    natives: &NativeUdfs,
+) -> Result<(Arc<Registry>, ApiKeys), String> {
+    let (origin, yaml) = match spec {
         Some(path) => {
             let origin = path.display().to_string();
             let yaml =
-                std::fs::read_to_string(path).with_context(|| format!("reading {origin}"))?;
+                std::fs::read_to_string(path).map_err(|e| format!("reading {origin}: {e}"))?;
             (origin, yaml)
         }
         None => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
     };
-    let registry = Registry::from_yaml(&origin, &yaml, &natives)
-        .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?;
-    info!(spec = %origin, features = registry.features().len(), "spec loaded");
+    let registry =
+        Registry::from_yaml(&origin, &yaml, natives).map_err(|e| format!("invalid spec:\n{e}"))?;
+    let mut text = String::new();
+    if let Some(path) = keys_file {
+        text = std::fs::read_to_string(path)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+    }
+    if let Ok(env) = std::env::var("OKA_API_KEYS") {
+        text.push('\n');
+        text.push_str(&env);
+    }
+    let keys = ApiKeys::parse(&text)?;
+    Ok((Arc::new(registry), keys))
+}
+
+fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
+    init_logs(args.log_format);
+    quiet_udf_panics();
+    let (registry, keys) = load_sources(
+        args.spec.as_deref(),
+        args.api_keys_file.as_deref(),
+        &natives,
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
+    info!(
+        spec = %args.spec.as_ref().map_or("<demo>".to_owned(), |p| p.display().to_string()),
+        features = registry.features().len(),
+        auth = if keys.enabled() { "on" } else { "off" },
+        "spec loaded"
+    );
 
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -260,8 +323,22 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         info!(store = %stores::redact(&args.store.store), backend = store.backend(), "store opened");
         let limits = Limits {
             max_body_bytes: args.max_body_bytes,
+            max_in_flight: args.max_in_flight_requests,
+            default_deadline: Duration::from_millis(args.deadline_ms.max(1)),
+            request: RequestLimits {
+                max_keys: args.max_keys,
+                max_targets: args.max_targets,
+            },
         };
-        let shared = Shared::with_writer(Arc::new(registry), store, limits, args.writer.config());
+        let (spec, keys_file) = (args.spec.clone(), args.api_keys_file.clone());
+        let reloader: oka_server::state::Reloader =
+            Box::new(move || load_sources(spec.as_deref(), keys_file.as_deref(), &natives));
+        let shared = Shared::builder(registry, store)
+            .limits(limits)
+            .writer(args.writer.config())
+            .keys(keys)
+            .reloader(reloader)
+            .build();
         let sources = oka_server::source::start(Arc::clone(&shared))
             .await
             .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
@@ -272,17 +349,40 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             admin_listen: args.admin_listen,
             workers: args.workers.unwrap_or_else(available_cpus),
             pin: args.pin,
+            runtime: match args.runtime {
+                RuntimeArg::PerCore => RuntimeMode::PerCore,
+                RuntimeArg::Shared => RuntimeMode::Shared,
+            },
         };
-        let running = oka_server::runtime::start(&config, shared)
+        let running = oka_server::runtime::start(&config, Arc::clone(&shared))
             .with_context(|| format!("binding {} and {}", config.listen, config.admin_listen))?;
+        reload_on_sighup(Arc::clone(&shared));
         shutdown_signal().await;
-        info!("shutting down");
+        info!(grace_s = args.shutdown_grace_s, "shutting down");
         sources.abort();
-        tokio::task::spawn_blocking(move || running.shutdown())
+        let grace = Duration::from_secs(args.shutdown_grace_s);
+        let clean = tokio::task::spawn_blocking(move || running.shutdown(grace))
             .await
             .context("joining workers")?;
+        info!(clean, "stopped");
         Ok(())
     })
+}
+
+/// Reloads the spec and API keys on SIGHUP, off the serving workers.
+fn reload_on_sighup(shared: Arc<Shared>) {
+    #[cfg(unix)]
+    tokio::spawn(async move {
+        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        else {
+            return;
+        };
+        while hup.recv().await.is_some() {
+            let shared = Arc::clone(&shared);
+            // The outcome is logged by `reload`.
+            let _ = tokio::task::spawn_blocking(move || shared.reload()).await;
+        }
+    });
 }
 
 async fn shutdown_signal() {

@@ -290,3 +290,117 @@ fn ingest_then_serve_from_redis() {
     assert_eq!(v["results"]["simple_feature"][1][0]["value"], 42.0);
     assert_eq!(v["statuses"]["simple_feature"][2], "missing");
 }
+
+/// SIGHUP reloads the spec file: a valid change shows in answers; an invalid one is
+/// refused with its reason in the log while the old spec keeps serving.
+#[test]
+fn sighup_reloads_the_spec() {
+    let spec_path = tmp_file(
+        "reload.yaml",
+        &DEMO_FOR_RELOAD.replace("MULT", "multiplier"),
+    );
+    let (port, admin_port) = (free_port(), free_port());
+    let log = tmp_file("reload.log", "");
+    let mut server = Server(
+        Command::new(OKA)
+            .args(["serve", "--workers", "1", "--spec"])
+            .arg(&spec_path)
+            .args([
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--admin-listen",
+                &format!("127.0.0.1:{admin_port}"),
+            ])
+            .env("OKA_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http(admin, "GET", "/readyz", "").map(|(s, _)| s) != Some(200) {
+        assert!(Instant::now() < deadline, "server did not become ready");
+        assert!(
+            server.0.try_wait().unwrap().is_none(),
+            "server exited early"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ask = || {
+        let (status, body) = http(
+            addr,
+            "POST",
+            "/v1/features",
+            r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-3"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["results"]["simple_feature"][0][0]["value"]
+            .as_f64()
+            .unwrap()
+    };
+    assert_eq!(ask(), 3.0);
+    let pid = server.0.id().to_string();
+    let hup = || {
+        assert!(
+            Command::new("kill")
+                .args(["-HUP", &pid])
+                .status()
+                .unwrap()
+                .success()
+        )
+    };
+
+    std::fs::write(
+        &spec_path,
+        DEMO_FOR_RELOAD.replace("MULT", "multiplier * 100.0"),
+    )
+    .unwrap();
+    hup();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while ask() != 300.0 {
+        assert!(Instant::now() < deadline, "valid reload not applied");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    std::fs::write(&spec_path, DEMO_FOR_RELOAD.replace("MULT", "nope")).unwrap();
+    hup();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("reload rejected")
+    {
+        assert!(Instant::now() < deadline, "invalid reload not logged");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("references unknown name `nope`"),
+        "{logged}"
+    );
+    assert_eq!(ask(), 300.0, "the previous spec keeps serving");
+}
+
+const DEMO_FOR_RELOAD: &str = r#"
+version: 1
+entities:
+  TestEntity:
+    keys: {id: string}
+    timestamp: timestamp
+    fields: {value: float}
+features:
+  test_feature:
+    kind: pipeline
+    entity: TestEntity
+    source: {mock: {generate: {count: 10, columns: {id: "'test-id-' + string(i)", value: "double(i)"}}}}
+  simple_feature:
+    kind: on_demand
+    entity: TestEntity
+    dependencies: [test_feature]
+    args: {multiplier: {type: float, default: 1.0}}
+    udf:
+      expr: {value: "test_feature.value * MULT"}
+"#;

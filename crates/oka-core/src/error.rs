@@ -85,6 +85,12 @@ pub enum ErrorCode {
     InvalidQueryArg,
     /// The body exceeds the size limit.
     PayloadTooLarge,
+    /// No valid API key was given.
+    Unauthenticated,
+    /// The API key lacks the scope this route needs.
+    Forbidden,
+    /// A spec given for reload is invalid (the old one keeps serving).
+    InvalidSpec,
     /// No such route.
     NotFound,
     /// The route exists but not for this method.
@@ -115,6 +121,9 @@ impl ErrorCode {
             Self::InvalidUdfArg => "invalid_udf_arg",
             Self::InvalidQueryArg => "invalid_query_arg",
             Self::PayloadTooLarge => "payload_too_large",
+            Self::Unauthenticated => "unauthenticated",
+            Self::Forbidden => "forbidden",
+            Self::InvalidSpec => "invalid_spec",
             Self::NotFound => "not_found",
             Self::MethodNotAllowed => "method_not_allowed",
             Self::StoreUnavailable => "store_unavailable",

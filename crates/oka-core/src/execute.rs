@@ -68,18 +68,24 @@ pub struct GroupOutput {
     pub steps: Vec<StepReport>,
     /// The first few UDF failures.
     pub failures: Vec<UdfFailure>,
+    /// The deadline passed before every UDF ran; `results` is incomplete.
+    pub expired: bool,
 }
 
 /// How many failures one group keeps for logging.
 const MAX_FAILURES: usize = 8;
 
+/// Keys between deadline checks.
+const DEADLINE_CHECK_EVERY: usize = 64;
+
 /// Runs a group's UDFs. `fetched[i][k]` are the records read by `group.fetches[i]`
-/// for key `k`.
+/// for key `k`. Past `deadline` it stops and returns with `expired` set.
 pub fn run_group(
     registry: &Registry,
     group: &Group,
     fetched: &[Vec<Vec<Row>>],
     now: Timestamp,
+    deadline: Option<Instant>,
 ) -> GroupOutput {
     let n = group.key_count;
     let plan = &group.plan;
@@ -104,6 +110,10 @@ pub fn run_group(
         let mut errors = 0;
         let mut outcomes = Vec::with_capacity(n);
         for k in 0..n {
+            if k % DEADLINE_CHECK_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
+                out.expired = true;
+                return out;
+            }
             inputs.clear();
             let mut blocked = None;
             for src in &step.inputs {

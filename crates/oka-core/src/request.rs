@@ -41,10 +41,34 @@ pub struct FeatureRequest {
     /// UDF arguments per on-demand feature.
     #[serde(default)]
     pub udf_args: Option<HashMap<String, Option<Map<String, Json>>>>,
+    /// This request's deadline in milliseconds (overrides the server's default; the
+    /// `X-Oka-Deadline-Ms` header overrides this).
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
 }
 
-/// The largest number of keys in one request (over all key lists).
+/// The default largest number of keys in one request (over all key lists).
 pub const MAX_KEYS: usize = 10_000;
+/// The default largest number of targets in one request.
+pub const MAX_TARGETS: usize = 256;
+
+/// Per-request size limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// Keys over all key lists.
+    pub max_keys: usize,
+    /// Entries in `target_features`.
+    pub max_targets: usize,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        Self {
+            max_keys: MAX_KEYS,
+            max_targets: MAX_TARGETS,
+        }
+    }
+}
 
 /// A resolved storage read.
 #[derive(Debug, Clone)]
@@ -107,10 +131,30 @@ impl Registry {
         })
     }
 
-    /// Validates `req` and resolves everything execution needs.
+    /// Validates `req` under the default limits and resolves everything execution needs.
     pub fn prepare(&self, req: &FeatureRequest, now: Timestamp) -> Result<Prepared, RequestError> {
+        self.prepare_with(req, now, &RequestLimits::default())
+    }
+
+    /// Validates `req` under `limits` and resolves everything execution needs.
+    pub fn prepare_with(
+        &self,
+        req: &FeatureRequest,
+        now: Timestamp,
+        limits: &RequestLimits,
+    ) -> Result<Prepared, RequestError> {
         if req.target_features.is_empty() {
             return Err(err(ErrorCode::InvalidRequest, "`target_features` is empty"));
+        }
+        if req.target_features.len() > limits.max_targets {
+            return Err(err(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "{} targets in one request; the limit is {}",
+                    req.target_features.len(),
+                    limits.max_targets
+                ),
+            ));
         }
         // Targets, deduplicated, in request order.
         let mut targets: Vec<FeatureId> = Vec::with_capacity(req.target_features.len());
@@ -129,10 +173,13 @@ impl Registry {
         };
         let total_keys = req.keys.as_ref().map_or(0, Vec::len)
             + feature_keys.iter().map(|(_, k)| k.len()).sum::<usize>();
-        if total_keys > MAX_KEYS {
+        if total_keys > limits.max_keys {
             return Err(err(
                 ErrorCode::InvalidRequest,
-                format!("{total_keys} keys in one request; the limit is {MAX_KEYS}"),
+                format!(
+                    "{total_keys} keys in one request; the limit is {}",
+                    limits.max_keys
+                ),
             ));
         }
 

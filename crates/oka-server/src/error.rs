@@ -39,7 +39,10 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         | ErrorCode::InvalidKey
         | ErrorCode::UnknownUdfArg
         | ErrorCode::InvalidUdfArg
-        | ErrorCode::InvalidQueryArg => StatusCode::BAD_REQUEST,
+        | ErrorCode::InvalidQueryArg
+        | ErrorCode::InvalidSpec => StatusCode::BAD_REQUEST,
+        ErrorCode::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorCode::Forbidden => StatusCode::FORBIDDEN,
         ErrorCode::UnknownFeature | ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -81,6 +84,10 @@ impl IntoResponse for ApiError {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));

@@ -79,7 +79,8 @@ pub async fn ingest(shared: &Shared, body: &[u8]) -> Result<Vec<u8>, ApiError> {
         };
         ApiError::new(code, format!("invalid ingest body: {msg}"))
     })?;
-    let registry = &shared.loaded.registry;
+    let loaded = shared.loaded.load_full();
+    let registry = &loaded.registry;
     let id = registry.feature_id(&req.feature).ok_or_else(|| {
         ApiError::new(
             ErrorCode::UnknownFeature,

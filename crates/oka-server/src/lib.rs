@@ -9,9 +9,11 @@
 //! - [`source`]: the mock periodic source.
 //! - [`error`]: error codes to HTTP statuses, in one place.
 //! - [`metrics`], [`stats`]: Prometheus metrics and Volga-style windowed stats.
-//! - [`state`]: what handlers share; [`catalog`]: the registry as JSON.
+//! - [`state`]: what handlers share (atomically reloadable), admission control;
+//!   [`auth`]: API keys; [`catalog`]: the registry as JSON.
 //! - [`runtime`]: per-core worker threads on `SO_REUSEPORT` listeners.
 
+pub mod auth;
 pub mod catalog;
 pub mod error;
 pub mod ingest;

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use oka_core::Registry;
 
+use crate::state::WorkerCounters;
+
 /// Latency buckets, seconds.
 pub const LATENCY_BUCKETS: &[f64] = &[
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -306,8 +308,8 @@ impl Metrics {
         self.ingest_retries.add(1);
     }
 
-    /// Prometheus text exposition of these and `registry`'s metrics.
-    pub fn render(&self, registry: &RegistryMetrics) -> String {
+    /// Prometheus text exposition of these, `registry`'s and the workers' metrics.
+    pub fn render(&self, registry: &RegistryMetrics, workers: &[Arc<WorkerCounters>]) -> String {
         let mut out = String::with_capacity(16 * 1024);
         let b = self.backend;
 
@@ -336,6 +338,34 @@ impl Metrics {
             "Requests being served.",
         );
         let _ = writeln!(out, "oka_http_requests_in_flight {}", self.in_flight.get());
+        header(
+            &mut out,
+            "oka_worker_requests_total",
+            "counter",
+            "Requests admitted, by worker.",
+        );
+        for w in workers {
+            let n = w.requests.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "oka_worker_requests_total{{worker=\"{}\"}} {n}",
+                w.index
+            );
+        }
+        header(
+            &mut out,
+            "oka_http_requests_shed_total",
+            "counter",
+            "Requests refused with 503 at a worker's in-flight limit, by worker.",
+        );
+        for w in workers {
+            let n = w.shed.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "oka_http_requests_shed_total{{worker=\"{}\"}} {n}",
+                w.index
+            );
+        }
         header(
             &mut out,
             "oka_http_request_keys",

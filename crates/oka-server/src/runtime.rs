@@ -6,14 +6,28 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use crate::router::{admin_router, router};
 use crate::state::{AppState, Shared};
+
+/// How workers run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RuntimeMode {
+    /// One thread per worker, each with its own single-threaded runtime and
+    /// `SO_REUSEPORT` listener, optionally pinned.
+    #[default]
+    PerCore,
+    /// One multi-threaded runtime with `workers` threads on one listener (for
+    /// comparison in benchmarks).
+    Shared,
+}
 
 /// How to run the servers.
 #[derive(Debug, Clone)]
@@ -26,6 +40,8 @@ pub struct ServerConfig {
     pub workers: usize,
     /// Pin worker `i` to core `i` (when there are at least as many cores).
     pub pin: bool,
+    /// Per-core workers or one shared runtime.
+    pub runtime: RuntimeMode,
 }
 
 /// CPUs this process may run on (cgroup- and affinity-aware, as the standard
@@ -41,17 +57,58 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The bound admin address.
     pub admin_addr: SocketAddr,
-    stop: watch::Sender<bool>,
-    threads: Vec<JoinHandle<()>>,
+    shared: Arc<Shared>,
+    stop_workers: watch::Sender<bool>,
+    stop_admin: watch::Sender<bool>,
+    workers: Vec<JoinHandle<()>>,
+    admin: JoinHandle<()>,
 }
 
 impl Running {
-    /// Stops accepting, lets in-flight requests finish, and joins the threads.
-    pub fn shutdown(self) {
-        let _ = self.stop.send(true);
-        for t in self.threads {
-            let _ = t.join();
+    /// Graceful shutdown: `/readyz` turns false, the workers stop accepting and
+    /// finish their in-flight requests for up to `grace`, queued ingest batches are
+    /// written, then the admin server stops. Returns whether everything finished
+    /// within the grace period.
+    pub fn shutdown(self, grace: Duration) -> bool {
+        let deadline = Instant::now() + grace;
+        self.shared.draining.store(true, Ordering::Release);
+        let _ = self.stop_workers.send(true);
+        let mut clean = true;
+        for t in self.workers {
+            while !t.is_finished() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if t.is_finished() {
+                let _ = t.join();
+            } else {
+                clean = false;
+            }
         }
+        if !clean {
+            warn!(
+                grace_ms = grace.as_millis() as u64,
+                "in-flight requests outlived the grace period"
+            );
+        }
+        // Flush the write path on a small runtime of its own.
+        let writer = self.shared.writer.clone();
+        let flushed = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map(|rt| {
+                let left = deadline
+                    .saturating_duration_since(Instant::now())
+                    .max(Duration::from_secs(1));
+                rt.block_on(async move { tokio::time::timeout(left, writer.flush()).await })
+                    .is_ok()
+            })
+            .unwrap_or(false);
+        if !flushed {
+            warn!("pending ingest batches were not all written before shutdown");
+        }
+        let _ = self.stop_admin.send(true);
+        let _ = self.admin.join();
+        clean && flushed
     }
 }
 
@@ -121,42 +178,88 @@ fn spawn_server(
 /// Binds and starts `config.workers` workers and the admin server.
 pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> {
     let workers = config.workers.max(1);
-    // The first bind resolves port 0; the others join that port.
-    let first = bind(config.listen)?;
-    let addr = first.local_addr()?;
-    let mut listeners = vec![first];
-    for _ in 1..workers {
-        listeners.push(bind(addr)?);
-    }
     let admin = bind(config.admin_listen)?;
     let admin_addr = admin.local_addr()?;
+    let (stop_workers, rx) = watch::channel(false);
+    let (stop_admin, admin_rx) = watch::channel(false);
 
-    let cores = core_affinity::get_core_ids().unwrap_or_default();
-    let pin = config.pin && !cores.is_empty() && workers <= cores.len();
-    let (stop, rx) = watch::channel(false);
-    let mut threads = Vec::with_capacity(workers + 1);
-    let mut pinned = Vec::new();
-    for (i, listener) in listeners.into_iter().enumerate() {
-        let core = pin.then(|| cores[i]);
-        if let Some(c) = core {
-            pinned.push(c.id);
+    let (addr, threads) = match config.runtime {
+        RuntimeMode::PerCore => {
+            // The first bind resolves port 0; the others join that port.
+            let first = bind(config.listen)?;
+            let addr = first.local_addr()?;
+            let mut listeners = vec![first];
+            for _ in 1..workers {
+                listeners.push(bind(addr)?);
+            }
+            let cores = core_affinity::get_core_ids().unwrap_or_default();
+            let pin = config.pin && !cores.is_empty() && workers <= cores.len();
+            let mut threads = Vec::with_capacity(workers);
+            let mut pinned = Vec::new();
+            for (i, listener) in listeners.into_iter().enumerate() {
+                let core = pin.then(|| cores[i]);
+                if let Some(c) = core {
+                    pinned.push(c.id);
+                }
+                let app = router(AppState::new(Arc::clone(&shared), i));
+                threads.push(spawn_server(
+                    format!("oka-worker-{i}"),
+                    listener,
+                    app,
+                    core,
+                    rx.clone(),
+                )?);
+            }
+            info!(%addr, workers, runtime = "per-core", pinned = ?pinned, "workers started");
+            (addr, threads)
         }
-        let app = router(AppState::new(Arc::clone(&shared), i));
-        threads.push(spawn_server(
-            format!("oka-worker-{i}"),
-            listener,
-            app,
-            core,
-            rx.clone(),
-        )?);
-    }
-    let app = admin_router(AppState::new(Arc::clone(&shared), workers));
-    threads.push(spawn_server("oka-admin".to_owned(), admin, app, None, rx)?);
-    info!(%addr, %admin_addr, workers, pinned = ?pinned, "serving");
+        RuntimeMode::Shared => {
+            let listener = bind(config.listen)?;
+            let addr = listener.local_addr()?;
+            let app = router(AppState::new(Arc::clone(&shared), 0));
+            let rx = rx.clone();
+            let thread = std::thread::Builder::new()
+                .name("oka-shared".to_owned())
+                .spawn(move || {
+                    let rt = match tokio::runtime::Builder::new_multi_thread()
+                        .worker_threads(workers)
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(rt) => rt,
+                        Err(e) => {
+                            error!(error = %e, "could not build the shared runtime");
+                            return;
+                        }
+                    };
+                    rt.block_on(async move {
+                        match tokio::net::TcpListener::from_std(listener) {
+                            Ok(l) => {
+                                if let Err(e) = axum::serve(l, app)
+                                    .with_graceful_shutdown(stopped(rx))
+                                    .await
+                                {
+                                    error!(error = %e, "server failed");
+                                }
+                            }
+                            Err(e) => error!(error = %e, "could not register listener"),
+                        }
+                    });
+                })?;
+            info!(%addr, threads = workers, runtime = "shared", "workers started");
+            (addr, vec![thread])
+        }
+    };
+    let admin_app = admin_router(AppState::admin(Arc::clone(&shared)));
+    let admin = spawn_server("oka-admin".to_owned(), admin, admin_app, None, admin_rx)?;
+    info!(%addr, %admin_addr, "serving");
     Ok(Running {
         addr,
         admin_addr,
-        stop,
-        threads,
+        shared,
+        stop_workers,
+        stop_admin,
+        workers: threads,
+        admin,
     })
 }

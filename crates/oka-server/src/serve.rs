@@ -51,22 +51,40 @@ pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
     })
 }
 
-/// Serves one feature request; `volga` selects Volga's integer `server_id`.
+fn deadline_exceeded(deadline: Duration) -> ApiError {
+    ApiError::new(
+        ErrorCode::DeadlineExceeded,
+        format!(
+            "the request's deadline of {} ms passed",
+            deadline.as_millis()
+        ),
+    )
+}
+
+/// Serves one feature request. `volga` selects Volga's integer `server_id`;
+/// `deadline` (from the `X-Oka-Deadline-Ms` header) overrides the body's
+/// `deadline_ms` and the server's default, and counts from `started`.
 pub async fn features(
     state: &AppState,
     body: &[u8],
     volga: bool,
+    started: Instant,
+    deadline: Option<Duration>,
 ) -> Result<(Vec<u8>, Timing), ApiError> {
     let shared = &state.shared;
-    let started = Instant::now();
     let mut timing = Timing::default();
 
-    // 1. Parse and validate; the plan was built at load.
+    // 1. Parse and validate; the plan was built at load. One spec version serves
+    //    the whole request, even if a reload lands meanwhile.
     let request = parse_request(body)?;
-    let loaded = &shared.loaded;
+    let budget = deadline
+        .or(request.deadline_ms.map(Duration::from_millis))
+        .unwrap_or(shared.limits.default_deadline);
+    let deadline_at = started + budget;
+    let loaded = shared.loaded.load_full();
     let registry = &loaded.registry;
     let now = Timestamp::now();
-    let prepared = registry.prepare(&request, now)?;
+    let prepared = registry.prepare_with(&request, now, &shared.limits.request)?;
     timing.parse = started.elapsed();
 
     // 2. One batched store call per (pipeline feature, query), all concurrent.
@@ -88,7 +106,9 @@ pub async fn features(
             shared.stats.db.record(elapsed);
             r
         });
-    let mut fetched = try_join_all(reads).await?;
+    let mut fetched = tokio::time::timeout_at(deadline_at.into(), try_join_all(reads))
+        .await
+        .map_err(|_| deadline_exceeded(budget))??;
     timing.storage = t.elapsed();
 
     // 3. UDFs per key, in plan order.
@@ -96,7 +116,11 @@ pub async fn features(
     let mut outputs: Vec<GroupOutput> = Vec::with_capacity(prepared.groups.len());
     for g in prepared.groups.iter().rev() {
         let group_fetched = fetched.split_off(fetched.len() - g.fetches.len());
-        outputs.push(run_group(registry, g, &group_fetched, now));
+        let out = run_group(registry, g, &group_fetched, now, Some(deadline_at));
+        if out.expired {
+            return Err(deadline_exceeded(budget));
+        }
+        outputs.push(out);
     }
     outputs.reverse();
     timing.udf = t.elapsed();

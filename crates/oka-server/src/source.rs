@@ -97,7 +97,8 @@ impl MockSource {
 
     /// Writes emission `tick` now, through the batched write path.
     pub async fn emit(&self, shared: &Shared, tick: u64) -> Result<usize, String> {
-        let registry = &shared.loaded.registry;
+        let loaded = shared.loaded.load_full();
+        let registry = &loaded.registry;
         let records = self.records(registry, tick, Timestamp::now())?;
         let n = records.len();
         let mut chunks = Vec::new();
@@ -125,11 +126,12 @@ impl MockSource {
 pub async fn start(
     shared: Arc<Shared>,
 ) -> Result<impl Future<Output = ()> + Send + 'static, String> {
-    let sources = MockSource::all(&shared.loaded.registry);
+    let registry = Arc::clone(&shared.loaded.load().registry);
+    let sources = MockSource::all(&registry);
     for s in &sources {
         let n = s.emit(&shared, 0).await?;
         info!(
-            feature = s.feature_name(&shared.loaded.registry),
+            feature = s.feature_name(&registry),
             records = n,
             "mock source wrote its first emission"
         );
@@ -138,6 +140,7 @@ pub async fn start(
         let tasks = sources.into_iter().filter_map(|s| {
             let period = s.period()?;
             let shared = Arc::clone(&shared);
+            let registry = Arc::clone(&registry);
             Some(async move {
                 let mut interval = tokio::time::interval(period);
                 interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -145,7 +148,7 @@ pub async fn start(
                 for tick in 1u64.. {
                     interval.tick().await;
                     if let Err(e) = s.emit(&shared, tick).await {
-                        warn!(feature = s.feature_name(&shared.loaded.registry), error = %e, "mock source emission failed");
+                        warn!(feature = s.feature_name(&registry), error = %e, "mock source emission failed");
                     }
                 }
             })

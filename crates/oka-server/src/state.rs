@@ -1,27 +1,42 @@
-//! What handlers share: the loaded registry, the store, metrics, limits, and the
-//! worker's identity.
+//! What handlers share: the loaded registry (swapped atomically on reload), API
+//! keys, the store, metrics, limits, and each worker's identity and counters.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use oka_core::Registry;
+use oka_core::request::RequestLimits;
 use oka_storage::FeatureStore;
+use tracing::{info, warn};
 
+use crate::auth::ApiKeys;
 use crate::catalog;
 use crate::metrics::{Metrics, RegistryMetrics};
 use crate::stats::Stats;
 use crate::writer::{WritePath, WriterConfig};
 
-/// Request limits.
+/// Request limits and admission settings.
 #[derive(Debug, Clone)]
 pub struct Limits {
     /// Largest accepted request body, bytes (413 beyond).
     pub max_body_bytes: usize,
+    /// Requests one worker serves at once; beyond, 503 at once.
+    pub max_in_flight: usize,
+    /// Deadline of a request that names none.
+    pub default_deadline: Duration,
+    /// Keys and targets per request.
+    pub request: RequestLimits,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: 4 * 1024 * 1024,
+            max_in_flight: 1024,
+            default_deadline: Duration::from_secs(2),
+            request: RequestLimits::default(),
         }
     }
 }
@@ -48,11 +63,29 @@ impl Loaded {
     }
 }
 
+/// Produces a new registry and API keys on reload (re-reading their sources).
+pub type Reloader = Box<dyn Fn() -> Result<(Arc<Registry>, ApiKeys), String> + Send + Sync>;
+
+/// One worker's counters.
+#[derive(Debug, Default)]
+pub struct WorkerCounters {
+    /// The worker's number.
+    pub index: usize,
+    /// Requests being served now.
+    pub in_flight: AtomicUsize,
+    /// Requests admitted.
+    pub requests: AtomicU64,
+    /// Requests refused by admission control.
+    pub shed: AtomicU64,
+}
+
 /// State shared by every worker.
-#[derive(Debug)]
 pub struct Shared {
-    /// The spec being served.
-    pub loaded: Arc<Loaded>,
+    /// The spec being served; each request loads it once.
+    pub loaded: ArcSwap<Loaded>,
+    /// API keys (empty: authentication off).
+    pub keys: ArcSwap<ApiKeys>,
+    reloader: Option<Reloader>,
     /// The store.
     pub store: Arc<dyn FeatureStore>,
     /// Prometheus metrics.
@@ -65,13 +98,25 @@ pub struct Shared {
     pub limits: Limits,
     /// The host name used in server ids.
     pub host: String,
+    /// Set on shutdown: `/readyz` answers 503.
+    pub draining: AtomicBool,
+    workers: Mutex<Vec<Arc<WorkerCounters>>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("store", &self.store.backend())
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Shared {
     /// Shared state for `registry` over `store`, with the default write path.
     /// Starts the write path's task, so it must run inside a tokio runtime.
     pub fn new(registry: Arc<Registry>, store: Arc<dyn FeatureStore>, limits: Limits) -> Arc<Self> {
-        Self::with_writer(registry, store, limits, WriterConfig::default())
+        Self::builder(registry, store).limits(limits).build()
     }
 
     /// Shared state with a configured write path.
@@ -81,16 +126,124 @@ impl Shared {
         limits: Limits,
         writer: WriterConfig,
     ) -> Arc<Self> {
-        let metrics = Arc::new(Metrics::new(store.backend()));
-        let writer = WritePath::spawn(Arc::clone(&store), Arc::clone(&metrics), writer);
-        Arc::new(Self {
-            loaded: Arc::new(Loaded::new(registry)),
+        Self::builder(registry, store)
+            .limits(limits)
+            .writer(writer)
+            .build()
+    }
+
+    /// A builder for the less common settings.
+    pub fn builder(registry: Arc<Registry>, store: Arc<dyn FeatureStore>) -> SharedBuilder {
+        SharedBuilder {
+            registry,
             store,
+            limits: Limits::default(),
+            writer: WriterConfig::default(),
+            keys: ApiKeys::default(),
+            reloader: None,
+        }
+    }
+
+    /// Loads a new spec and keys from the reloader and swaps them in atomically; on
+    /// any error the old ones keep serving. Returns a summary or the reason.
+    pub fn reload(&self) -> Result<String, String> {
+        let Some(reloader) = &self.reloader else {
+            return Err("this server has no reloadable spec source".to_owned());
+        };
+        match reloader() {
+            Ok((registry, keys)) => {
+                let summary = format!(
+                    "{} features, {} API keys",
+                    registry.features().len(),
+                    keys.len()
+                );
+                self.loaded.store(Arc::new(Loaded::new(registry)));
+                self.keys.store(Arc::new(keys));
+                info!(summary = %summary, "spec reloaded");
+                Ok(summary)
+            }
+            Err(reason) => {
+                warn!(reason = %reason, "reload rejected; the previous spec keeps serving");
+                Err(reason)
+            }
+        }
+    }
+
+    /// Registers a worker's counters (for metrics).
+    pub fn worker(&self, index: usize) -> Arc<WorkerCounters> {
+        let counters = Arc::new(WorkerCounters {
+            index,
+            ..WorkerCounters::default()
+        });
+        if let Ok(mut w) = self.workers.lock() {
+            w.push(Arc::clone(&counters));
+        }
+        counters
+    }
+
+    /// Every registered worker's counters.
+    pub fn workers(&self) -> Vec<Arc<WorkerCounters>> {
+        self.workers.lock().map(|w| w.clone()).unwrap_or_default()
+    }
+}
+
+/// Builds [`Shared`].
+pub struct SharedBuilder {
+    registry: Arc<Registry>,
+    store: Arc<dyn FeatureStore>,
+    limits: Limits,
+    writer: WriterConfig,
+    keys: ApiKeys,
+    reloader: Option<Reloader>,
+}
+
+impl std::fmt::Debug for SharedBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedBuilder").finish_non_exhaustive()
+    }
+}
+
+impl SharedBuilder {
+    /// Request limits.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The write path's settings.
+    pub fn writer(mut self, writer: WriterConfig) -> Self {
+        self.writer = writer;
+        self
+    }
+
+    /// API keys (authentication is on when there is any).
+    pub fn keys(mut self, keys: ApiKeys) -> Self {
+        self.keys = keys;
+        self
+    }
+
+    /// What `reload` (SIGHUP, `POST /admin/reload`) loads.
+    pub fn reloader(mut self, reloader: Reloader) -> Self {
+        self.reloader = Some(reloader);
+        self
+    }
+
+    /// The shared state; starts the write path on the current tokio runtime.
+    pub fn build(self) -> Arc<Shared> {
+        let metrics = Arc::new(Metrics::new(self.store.backend()));
+        let writer = WritePath::spawn(Arc::clone(&self.store), Arc::clone(&metrics), self.writer);
+        Arc::new(Shared {
+            loaded: ArcSwap::from_pointee(Loaded::new(self.registry)),
+            keys: ArcSwap::from_pointee(self.keys),
+            reloader: self.reloader,
+            store: self.store,
             metrics,
             writer,
             stats: Stats::default(),
-            limits,
+            limits: self.limits,
             host: host_name(),
+            draining: AtomicBool::new(false),
+            workers: Mutex::new(Vec::new()),
         })
     }
 }
@@ -100,6 +253,8 @@ impl Shared {
 pub struct AppState {
     /// Shared state.
     pub shared: Arc<Shared>,
+    /// This worker's counters.
+    pub worker: Arc<WorkerCounters>,
     /// `"host/worker"` as a JSON string (native API).
     pub server_id: Arc<str>,
     /// The worker number, 1-based, as a JSON integer (Volga's routes: Volga's
@@ -107,15 +262,52 @@ pub struct AppState {
     pub volga_server_id: Arc<str>,
 }
 
+/// Releases a worker's in-flight slot when dropped.
+#[derive(Debug)]
+pub struct Admitted(Arc<WorkerCounters>);
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl AppState {
     /// State for worker `worker` (0-based).
     pub fn new(shared: Arc<Shared>, worker: usize) -> Self {
         let server_id = serde_json::Value::String(format!("{}/{worker}", shared.host)).to_string();
         Self {
+            worker: shared.worker(worker),
             shared,
             server_id: server_id.into(),
             volga_server_id: (worker + 1).to_string().into(),
         }
+    }
+
+    /// State for the admin server: not a worker, so not in the worker metrics.
+    pub fn admin(shared: Arc<Shared>) -> Self {
+        Self {
+            worker: Arc::new(WorkerCounters::default()),
+            server_id: serde_json::Value::String(format!("{}/admin", shared.host))
+                .to_string()
+                .into(),
+            volga_server_id: "0".into(),
+            shared,
+        }
+    }
+
+    /// Admission control: a slot if this worker serves fewer than its limit,
+    /// else `None` (the caller answers 503 at once).
+    pub fn admit(&self) -> Option<Admitted> {
+        let limit = self.shared.limits.max_in_flight.max(1);
+        let before = self.worker.in_flight.fetch_add(1, Ordering::AcqRel);
+        if before >= limit {
+            self.worker.in_flight.fetch_sub(1, Ordering::AcqRel);
+            self.worker.shed.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        self.worker.requests.fetch_add(1, Ordering::Relaxed);
+        Some(Admitted(Arc::clone(&self.worker)))
     }
 }
 

@@ -62,10 +62,16 @@ struct Job {
     done: Ack,
 }
 
+enum Msg {
+    Write(Job),
+    /// Acknowledged once everything queued before it is written.
+    Flush(oneshot::Sender<()>),
+}
+
 /// A handle on the write path; clone it freely.
 #[derive(Clone)]
 pub struct WritePath {
-    tx: mpsc::Sender<Job>,
+    tx: mpsc::Sender<Msg>,
 }
 
 impl std::fmt::Debug for WritePath {
@@ -105,27 +111,57 @@ impl WritePath {
             done,
         };
         let closed = || StoreError::new(StoreErrorKind::Unavailable, "the write path is shut down");
-        self.tx.send(job).await.map_err(|_| closed())?;
+        self.tx.send(Msg::Write(job)).await.map_err(|_| closed())?;
         ack.await.map_err(|_| closed())?
+    }
+
+    /// Waits until every job queued before this call is written (or failed).
+    pub async fn flush(&self) {
+        let (done, ack) = oneshot::channel();
+        if self.tx.send(Msg::Flush(done)).await.is_ok() {
+            let _ = ack.await;
+        }
     }
 }
 
 async fn run(
-    mut rx: mpsc::Receiver<Job>,
+    mut rx: mpsc::Receiver<Msg>,
     store: Arc<dyn FeatureStore>,
     metrics: Arc<Metrics>,
     config: WriterConfig,
 ) {
-    let slots = Arc::new(Semaphore::new(config.max_in_flight.max(1)));
-    while let Some(first) = rx.recv().await {
+    let in_flight = config.max_in_flight.max(1);
+    let slots = Arc::new(Semaphore::new(in_flight));
+    let mut next = rx.recv().await;
+    while let Some(msg) = next.take() {
+        let first = match msg {
+            Msg::Write(job) => job,
+            Msg::Flush(done) => {
+                // Every earlier batch holds a slot until written: take them all.
+                if let Ok(all) = slots
+                    .acquire_many(u32::try_from(in_flight).unwrap_or(u32::MAX))
+                    .await
+                {
+                    drop(all);
+                }
+                let _ = done.send(());
+                next = rx.recv().await;
+                continue;
+            }
+        };
         let mut rows = first.rows.len();
         let mut jobs = vec![first];
         let deadline = tokio::time::Instant::now() + config.flush;
         while rows < config.batch_size {
             match tokio::time::timeout_at(deadline, rx.recv()).await {
-                Ok(Some(job)) => {
+                Ok(Some(Msg::Write(job))) => {
                     rows += job.rows.len();
                     jobs.push(job);
+                }
+                Ok(Some(flush @ Msg::Flush(_))) => {
+                    // Write this batch first; the flush comes next.
+                    next = Some(flush);
+                    break;
                 }
                 Ok(None) | Err(_) => break,
             }
@@ -140,6 +176,9 @@ async fn run(
             write_jobs(&*store, &metrics, &config, jobs).await;
             drop(permit);
         });
+        if next.is_none() {
+            next = rx.recv().await;
+        }
     }
 }
 
@@ -329,6 +368,29 @@ mod tests {
             .await
             .unwrap();
         assert!(got.iter().all(|r| r.len() == 1), "every row written");
+    }
+
+    #[tokio::test]
+    async fn flush_waits_for_queued_writes() {
+        let store = Arc::new(Flaky::default());
+        store.fail.store(2, Ordering::SeqCst);
+        let w = WritePath::spawn(store.clone(), Arc::new(Metrics::new("flaky")), config());
+        let r = registry();
+        let (w2, r2) = (w.clone(), Arc::clone(&r));
+        let pending = tokio::spawn(async move { w2.write(&r2, 0, rows(0, 10)).await });
+        tokio::task::yield_now().await;
+        w.flush().await;
+        let keys: Vec<_> = rows(0, 10).into_iter().map(|(k, _)| k).collect();
+        let got = store
+            .inner
+            .read(r.feature(0), &keys, &Query::Latest)
+            .await
+            .unwrap();
+        assert!(
+            got.iter().all(|x| x.len() == 1),
+            "written (after two retries) before flush returned"
+        );
+        pending.await.unwrap().unwrap();
     }
 
     #[tokio::test]

@@ -65,7 +65,7 @@ mod tests {
                 )
             })
             .collect();
-        let out = run_group(&r, g, &[vec![rows]], Timestamp(10));
+        let out = run_group(&r, g, &[vec![rows]], Timestamp(10), None);
         let Outcome::Present(result) = &out.results[0][0] else {
             panic!("{:?}", out.results)
         };

@@ -65,7 +65,7 @@ fn run(
         .iter()
         .map(|g| {
             let fetched: Vec<_> = g.fetches.iter().map(|f| data.read(r, f)).collect();
-            run_group(r, g, &fetched, Timestamp(now))
+            run_group(r, g, &fetched, Timestamp(now), None)
         })
         .collect();
     prepared
@@ -215,4 +215,25 @@ fn pipeline_targets_take_direct_queries() {
     };
     let vals: Vec<_> = rows.iter().map(|r| r.columns[2].clone()).collect();
     assert_eq!(vals, [Value::Float(2.0), Value::Float(3.0)]);
+}
+
+#[test]
+fn a_passed_deadline_stops_the_udfs() {
+    let r = registry();
+    let mut d = Data::default();
+    d.put("test_feature", "a", 1_000, 1.0);
+    let req: FeatureRequest = serde_json::from_value(
+        json!({"target_features": ["simple_feature"], "keys": [{"id": "a"}]}),
+    )
+    .unwrap();
+    let prepared = r.prepare(&req, Timestamp(5_000)).unwrap();
+    let g = &prepared.groups[0];
+    let fetched: Vec<_> = g.fetches.iter().map(|f| d.read(&r, f)).collect();
+    let past = std::time::Instant::now();
+    let out = run_group(&r, g, &fetched, Timestamp(5_000), Some(past));
+    assert!(out.expired);
+    let future = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let out = run_group(&r, g, &fetched, Timestamp(5_000), Some(future));
+    assert!(!out.expired);
+    assert!(matches!(out.results[0][0], Outcome::Present(_)));
 }

@@ -139,6 +139,7 @@ async fn every_error_class_is_a_json_error_with_its_status() {
 async fn oversized_bodies_are_413() {
     let f = fixture_with(Limits {
         max_body_bytes: 1024,
+        ..Limits::default()
     })
     .await;
     let big = format!(

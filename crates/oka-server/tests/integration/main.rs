@@ -1,7 +1,9 @@
 //! oka-server integration tests: the routers through `oneshot`, and real sockets.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod hostile;
 mod http_errors;
+mod resilience;
 mod serving;
 mod sockets;
 mod volga;
@@ -64,6 +66,8 @@ pub struct CountingStore {
     pub inner: MemoryStore,
     pub reads: AtomicUsize,
     pub down: std::sync::atomic::AtomicBool,
+    /// Milliseconds each read sleeps (a test-only latency hook).
+    pub delay_ms: std::sync::atomic::AtomicU64,
 }
 
 #[async_trait]
@@ -78,6 +82,10 @@ impl FeatureStore for CountingStore {
         q: &Query,
     ) -> Result<Vec<Vec<Row>>, StoreError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
+        let delay = self.delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
         if self.down.load(Ordering::SeqCst) {
             return Err(StoreError::new(
                 oka_storage::StoreErrorKind::Unavailable,
@@ -114,6 +122,18 @@ pub async fn fixture() -> Fixture {
 }
 
 pub async fn fixture_with(limits: Limits) -> Fixture {
+    fixture_custom(|b| b.limits(limits)).await
+}
+
+/// The spec registry.
+pub fn registry_of(yaml: &str) -> Arc<Registry> {
+    Arc::new(Registry::from_yaml("test.yaml", yaml, &NativeUdfs::new()).unwrap())
+}
+
+/// A fixture whose shared state `customize` adjusts.
+pub async fn fixture_custom(
+    customize: impl FnOnce(oka_server::state::SharedBuilder) -> oka_server::state::SharedBuilder,
+) -> Fixture {
     let registry = Arc::new(Registry::from_yaml("test.yaml", SPEC, &NativeUdfs::new()).unwrap());
     let store = Arc::new(CountingStore::default());
     let f = registry.feature(registry.feature_id("test_feature").unwrap());
@@ -136,10 +156,10 @@ pub async fn fixture_with(limits: Limits) -> Fixture {
         })
         .collect();
     store.write(f, &rows).await.unwrap();
-    let shared = Shared::new(registry, store.clone(), limits);
+    let shared = customize(Shared::builder(registry, store.clone())).build();
     Fixture {
         app: oka_server::router(AppState::new(shared.clone(), 0)),
-        admin: oka_server::admin_router(AppState::new(shared.clone(), 1)),
+        admin: oka_server::admin_router(AppState::admin(shared.clone())),
         store,
         shared,
     }

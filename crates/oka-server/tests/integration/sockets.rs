@@ -36,6 +36,7 @@ async fn workers_share_a_port_and_shut_down() {
         admin_listen: "127.0.0.1:0".parse().unwrap(),
         workers: 3,
         pin: false,
+        runtime: oka_server::runtime::RuntimeMode::PerCore,
     };
     let running = start(&config, f.shared.clone()).unwrap();
     let addr = running.addr;
@@ -56,7 +57,7 @@ async fn workers_share_a_port_and_shut_down() {
         }
         let (status, _) = http(admin, "GET", "/healthz", "");
         assert_eq!(status, 200);
-        running.shutdown();
+        assert!(running.shutdown(Duration::from_secs(5)));
         ids
     })
     .await

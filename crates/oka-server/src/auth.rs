@@ -1,0 +1,243 @@
+//! Optional API keys with scopes.
+//!
+//! Keys come from a file (`--api-keys-file`) or the environment (`OKA_API_KEYS`),
+//! one per line (or `;`-separated in the environment): `<key> <scope>[,<scope>…]`,
+//! with scopes `read` (feature routes) and `write` (ingest). Lines starting with `#`
+//! are comments. A request carries its key as `Authorization: Bearer <key>` or
+//! `X-API-Key: <key>`. Keys are compared in constant time and never logged; health,
+//! readiness, metrics and stats (the admin port) are open.
+
+use axum::http::HeaderMap;
+use oka_core::ErrorCode;
+
+use crate::error::ApiError;
+
+/// What a key may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Read features (`/v1/features`, `/on_demand_compute`).
+    Read,
+    /// Write pipeline records (`/v1/ingest`).
+    Write,
+}
+
+impl Scope {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "read" => Some(Self::Read),
+            "write" => Some(Self::Write),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Read => "read",
+            Self::Write => "write",
+        }
+    }
+}
+
+struct Key {
+    secret: Vec<u8>,
+    read: bool,
+    write: bool,
+}
+
+/// The configured keys; empty means authentication is off.
+#[derive(Default)]
+pub struct ApiKeys {
+    keys: Vec<Key>,
+}
+
+impl std::fmt::Debug for ApiKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the keys themselves.
+        f.debug_struct("ApiKeys")
+            .field("keys", &self.keys.len())
+            .finish()
+    }
+}
+
+/// Equal in time independent of where the inputs differ.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        let x = a.get(i).copied().unwrap_or(0);
+        let y = b.get(i).copied().unwrap_or(0);
+        diff |= usize::from(x ^ y);
+    }
+    diff == 0
+}
+
+impl ApiKeys {
+    /// Parses key lines; errors name the line (never the key).
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut keys = Vec::new();
+        for (i, line) in text.split(['\n', ';']).enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (secret, scopes) = line
+                .split_once(char::is_whitespace)
+                .ok_or_else(|| format!("api keys entry {}: expected `<key> <scopes>`", i + 1))?;
+            let mut key = Key {
+                secret: secret.as_bytes().to_vec(),
+                read: false,
+                write: false,
+            };
+            for s in scopes.trim().split(',') {
+                match Scope::parse(s.trim()) {
+                    Some(Scope::Read) => key.read = true,
+                    Some(Scope::Write) => key.write = true,
+                    None => {
+                        return Err(format!(
+                            "api keys entry {}: unknown scope `{}` (expected read or write)",
+                            i + 1,
+                            s.trim()
+                        ));
+                    }
+                }
+            }
+            if secret.len() < 16 {
+                return Err(format!(
+                    "api keys entry {}: keys must be at least 16 characters",
+                    i + 1
+                ));
+            }
+            keys.push(key);
+        }
+        Ok(Self { keys })
+    }
+
+    /// Whether any key is configured (authentication on).
+    pub fn enabled(&self) -> bool {
+        !self.keys.is_empty()
+    }
+
+    /// How many keys.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Checks the request's key for `scope`: 401 without a known key, 403 when the
+    /// key lacks the scope. Always passes when authentication is off.
+    pub fn check(&self, headers: &HeaderMap, scope: Scope) -> Result<(), ApiError> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let given = headers
+            .get("x-api-key")
+            .and_then(|v| v.to_str().ok())
+            .or_else(|| {
+                headers
+                    .get("authorization")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "))
+            })
+            .map(str::trim);
+        let Some(given) = given else {
+            return Err(ApiError::new(
+                ErrorCode::Unauthenticated,
+                "an API key is required (`Authorization: Bearer <key>` or `X-API-Key`)",
+            ));
+        };
+        // Compare against every key, so the time taken does not tell which matched.
+        let mut found: Option<&Key> = None;
+        for k in &self.keys {
+            if constant_time_eq(k.secret.as_slice(), given.as_bytes()) {
+                found = Some(k);
+            }
+        }
+        let key =
+            found.ok_or_else(|| ApiError::new(ErrorCode::Unauthenticated, "unknown API key"))?;
+        let allowed = match scope {
+            Scope::Read => key.read,
+            Scope::Write => key.write,
+        };
+        if allowed {
+            Ok(())
+        } else {
+            Err(ApiError::new(
+                ErrorCode::Forbidden,
+                format!("this API key lacks the `{}` scope", scope.name()),
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    const KEYS: &str = "# comment\nreader-key-0123456789 read\nwriter-key-0123456789 read,write\n";
+
+    fn headers(name: &str, value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+            HeaderValue::from_str(value).unwrap(),
+        );
+        h
+    }
+
+    #[test]
+    fn scopes_and_header_forms() {
+        let k = ApiKeys::parse(KEYS).unwrap();
+        assert_eq!(k.len(), 2);
+        assert!(
+            k.check(
+                &headers("authorization", "Bearer reader-key-0123456789"),
+                Scope::Read
+            )
+            .is_ok()
+        );
+        assert!(
+            k.check(&headers("x-api-key", "writer-key-0123456789"), Scope::Write)
+                .is_ok()
+        );
+        let e = k
+            .check(&headers("x-api-key", "reader-key-0123456789"), Scope::Write)
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        let e = k.check(&HeaderMap::new(), Scope::Read).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unauthenticated);
+        let e = k
+            .check(&headers("x-api-key", "reader-key-012345678"), Scope::Read)
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unauthenticated);
+        assert!(!format!("{k:?}").contains("reader"), "keys never printed");
+    }
+
+    #[test]
+    fn off_when_empty_and_bad_lines_rejected() {
+        assert!(
+            ApiKeys::parse("")
+                .unwrap()
+                .check(&HeaderMap::new(), Scope::Write)
+                .is_ok()
+        );
+        assert!(ApiKeys::parse("short read").is_err());
+        let e = ApiKeys::parse("long-enough-key-0000 admin").unwrap_err();
+        assert!(
+            e.contains("unknown scope `admin`") && !e.contains("long-enough"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn constant_time_eq_is_eq() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(!constant_time_eq(b"", b"a"));
+    }
+}

@@ -1,0 +1,275 @@
+//! Deadlines, load shedding, auth, reload, per-worker spread and graceful shutdown.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::Request;
+use oka_server::Limits;
+use oka_server::auth::ApiKeys;
+use serde_json::json;
+
+use super::{
+    SPEC, body_json, body_text, fixture, fixture_custom, fixture_with, get, post, registry_of, send,
+};
+
+const SEED: &str = r#"{"target_features": ["simple_feature"], "keys": [{"id": "test-id-21"}], "udf_args": {"simple_feature": {"multiplier": 2.0}}}"#;
+
+#[tokio::test]
+async fn slow_store_gives_504_within_the_deadline() {
+    let f = fixture_with(Limits {
+        default_deadline: Duration::from_millis(150),
+        ..Limits::default()
+    })
+    .await;
+    f.store.delay_ms.store(2_000, Ordering::SeqCst);
+    let started = Instant::now();
+    let (status, resp) = send(&f.app, post("/v1/features", SEED)).await;
+    let took = started.elapsed();
+    assert_eq!(status, 504);
+    assert_eq!(body_json(resp).await["error"]["code"], "deadline_exceeded");
+    assert!(
+        took >= Duration::from_millis(150) && took < Duration::from_millis(400),
+        "took {took:?}"
+    );
+
+    // The header overrides the default, and the body field too.
+    let started = Instant::now();
+    let req = Request::post("/v1/features")
+        .header("x-oka-deadline-ms", "50")
+        .body(Body::from(SEED))
+        .unwrap();
+    let (status, _) = send(&f.app, req).await;
+    assert_eq!(status, 504);
+    assert!(
+        started.elapsed() < Duration::from_millis(140),
+        "header deadline: {:?}",
+        started.elapsed()
+    );
+    f.store.delay_ms.store(100, Ordering::SeqCst);
+    let body = SEED.replace("\"keys\"", "\"deadline_ms\": 1000, \"keys\"");
+    let (status, resp) = send(&f.app, post("/v1/features", body)).await;
+    assert_eq!(status, 200, "{}", body_text(resp).await);
+
+    let req = Request::post("/v1/features")
+        .header("x-oka-deadline-ms", "soon")
+        .body(Body::from(SEED))
+        .unwrap();
+    let (status, resp) = send(&f.app, req).await;
+    assert_eq!(status, 400);
+    assert!(body_text(resp).await.contains("X-Oka-Deadline-Ms"));
+}
+
+#[tokio::test]
+async fn overload_sheds_at_once_and_admitted_requests_succeed() {
+    let f = fixture_with(Limits {
+        max_in_flight: 2,
+        ..Limits::default()
+    })
+    .await;
+    f.store.delay_ms.store(200, Ordering::SeqCst);
+    let started = Instant::now();
+    let calls = (0..20).map(|_| {
+        let app = f.app.clone();
+        tokio::spawn(async move {
+            let (status, resp) = send(&app, post("/v1/features", SEED)).await;
+            let retry = resp.headers().get("retry-after").is_some();
+            (status, retry, body_text(resp).await)
+        })
+    });
+    let results: Vec<_> = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+    let ok = results.iter().filter(|(s, _, _)| *s == 200).count();
+    let shed: Vec<_> = results.iter().filter(|(s, _, _)| *s == 503).collect();
+    assert_eq!(ok + shed.len(), 20, "{results:?}");
+    assert!(ok >= 2, "admitted requests succeed: {results:?}");
+    assert!(shed.len() >= 10, "most of a flood is shed: {results:?}");
+    assert!(
+        shed.iter()
+            .all(|(_, retry, body)| *retry && body.contains("\"overloaded\""))
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "nothing hangs: {:?}",
+        started.elapsed()
+    );
+    let (_, resp) = send(&f.admin, get("/metrics")).await;
+    let m = body_text(resp).await;
+    assert!(
+        m.contains(&format!(
+            "oka_http_requests_shed_total{{worker=\"0\"}} {}",
+            shed.len()
+        )),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn auth_needs_keys_with_the_right_scope() {
+    let keys =
+        ApiKeys::parse("reader-key-0123456789 read\nwriter-key-0123456789 read,write").unwrap();
+    let f = fixture_custom(|b| b.keys(keys)).await;
+    let (status, resp) = send(&f.app, post("/v1/features", SEED)).await;
+    assert_eq!(status, 401);
+    assert_eq!(resp.headers()["www-authenticate"], "Bearer");
+    let with = |key: &str, uri: &str, body: &str| {
+        Request::post(uri)
+            .header("authorization", format!("Bearer {key}"))
+            .body(Body::from(body.to_owned()))
+            .unwrap()
+    };
+    let (status, _) = send(&f.app, with("reader-key-0123456789", "/v1/features", SEED)).await;
+    assert_eq!(status, 200);
+    let (status, _) = send(&f.app, with("wrong-key-0123456789", "/v1/features", SEED)).await;
+    assert_eq!(status, 401);
+    let ingest = r#"{"feature": "test_feature", "records": [{"id": "z", "value": 1.0}]}"#;
+    let (status, resp) = send(&f.app, with("reader-key-0123456789", "/v1/ingest", ingest)).await;
+    assert_eq!(status, 403);
+    assert_eq!(body_json(resp).await["error"]["code"], "forbidden");
+    let req = Request::post("/v1/ingest")
+        .header("x-api-key", "writer-key-0123456789")
+        .body(Body::from(ingest))
+        .unwrap();
+    let (status, _) = send(&f.app, req).await;
+    assert_eq!(status, 200);
+    for path in ["/healthz", "/readyz", "/metrics", "/stats"] {
+        let (status, _) = send(&f.admin, get(path)).await;
+        assert_eq!(status, 200, "{path} is open");
+    }
+}
+
+#[tokio::test]
+async fn reload_swaps_valid_specs_and_keeps_serving_on_invalid_ones() {
+    let source = Arc::new(Mutex::new(SPEC.to_owned()));
+    let reader = Arc::clone(&source);
+    let f = fixture_custom(move |b| {
+        b.reloader(Box::new(move || {
+            let yaml = reader.lock().unwrap().clone();
+            oka_core::Registry::from_yaml("test.yaml", &yaml, &oka_core::NativeUdfs::new())
+                .map(|r| (Arc::new(r), ApiKeys::default()))
+                .map_err(|e| e.to_string())
+        }))
+    })
+    .await;
+    let value = |body: serde_json::Value| body["results"]["simple_feature"][0][0]["value"].clone();
+    let (_, resp) = send(&f.app, post("/v1/features", SEED)).await;
+    assert_eq!(value(body_json(resp).await), json!(42.0));
+
+    *source.lock().unwrap() = SPEC.replace(
+        "test_feature.value * multiplier",
+        "test_feature.value * multiplier * 10.0",
+    );
+    let (status, resp) = send(
+        &f.admin,
+        Request::post("/admin/reload").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200, "{}", body_text(resp).await);
+    let (_, resp) = send(&f.app, post("/v1/features", SEED)).await;
+    assert_eq!(value(body_json(resp).await), json!(420.0));
+
+    *source.lock().unwrap() = SPEC.replace(
+        "test_feature.value * multiplier",
+        "test_feature.valu * multiplier",
+    );
+    let (status, resp) = send(
+        &f.admin,
+        Request::post("/admin/reload").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let body = body_json(resp).await;
+    assert_eq!(body["error"]["code"], "invalid_spec");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("has no field `valu`"),
+        "{body}"
+    );
+    let (_, resp) = send(&f.app, post("/v1/features", SEED)).await;
+    assert_eq!(
+        value(body_json(resp).await),
+        json!(420.0),
+        "the last valid spec keeps serving"
+    );
+    let _ = registry_of(SPEC);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_count_requests_and_shutdown_finishes_in_flight_ones() {
+    use std::io::{Read, Write};
+    let f = fixture().await;
+    let config = oka_server::runtime::ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        admin_listen: "127.0.0.1:0".parse().unwrap(),
+        workers: 2,
+        pin: true,
+        runtime: oka_server::runtime::RuntimeMode::PerCore,
+    };
+    let running = oka_server::runtime::start(&config, f.shared.clone()).unwrap();
+    let (addr, admin) = (running.addr, running.admin_addr);
+    let request = move |path: &str, body: &str| -> (u16, String) {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(s, "POST {path} HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len()).unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        (out[9..12].parse().unwrap(), out)
+    };
+    tokio::task::spawn_blocking(move || {
+        // Concurrent clients spread over both workers.
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    (0..25)
+                        .map(|_| request("/v1/features", SEED).0)
+                        .filter(|s| *s == 200)
+                        .count()
+                })
+            })
+            .collect();
+        let ok: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+        assert_eq!(ok, 100);
+    })
+    .await
+    .unwrap();
+    // The fixture's own router registered worker 0 first; the server's two come last.
+    let all = f.shared.workers();
+    let counts: Vec<u64> = all[all.len() - 2..]
+        .iter()
+        .map(|w| w.requests.load(Ordering::Relaxed))
+        .collect();
+    assert_eq!(counts.iter().sum::<u64>(), 100, "{counts:?}");
+    assert!(
+        counts.iter().all(|c| *c > 0),
+        "both workers served: {counts:?}"
+    );
+
+    // A slow request in flight when shutdown starts still completes.
+    f.store.delay_ms.store(500, Ordering::SeqCst);
+    let slow = std::thread::spawn(move || request("/v1/features", SEED));
+    std::thread::sleep(Duration::from_millis(150));
+    let shared = f.shared.clone();
+    let stopper = std::thread::spawn(move || running.shutdown(Duration::from_secs(5)));
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        shared.draining.load(Ordering::Acquire),
+        "readiness drops at once"
+    );
+    let (status, body) = slow.join().unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(stopper.join().unwrap(), "clean shutdown");
+    assert!(
+        std::net::TcpStream::connect(addr).is_err(),
+        "no new connections after shutdown"
+    );
+    assert!(
+        std::net::TcpStream::connect(admin).is_err(),
+        "admin stopped last"
+    );
+}
