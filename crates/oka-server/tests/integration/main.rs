@@ -60,6 +60,10 @@ features:
       expr: {value: "double(100 / (int(test_feature.value) - 13))"}
 "#;
 
+/// Held by tests that start real worker threads, which are found by name in
+/// `/proc/self/task`: one such test at a time.
+pub static WORKER_THREADS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// A store that counts read calls and can be made to fail.
 #[derive(Debug, Default)]
 pub struct CountingStore {

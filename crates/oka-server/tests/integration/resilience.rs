@@ -203,6 +203,7 @@ async fn reload_swaps_valid_specs_and_keeps_serving_on_invalid_ones() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_count_requests_and_shutdown_finishes_in_flight_ones() {
     use std::io::{Read, Write};
+    let _one_at_a_time = super::WORKER_THREADS.lock().await;
     let f = fixture().await;
     let config = oka_server::runtime::ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -213,6 +214,28 @@ async fn workers_count_requests_and_shutdown_finishes_in_flight_ones() {
     };
     let running = oka_server::runtime::start(&config, f.shared.clone()).unwrap();
     let (addr, admin) = (running.addr, running.admin_addr);
+    // N workers → N threads, each pinned to its own core (when there are N cores).
+    // Threads pin themselves as they start: wait for both.
+    let pinned = |w: &[(String, String)]| {
+        w.len() == 2 && w.iter().all(|(_, cpus)| !cpus.contains(['-', ',']))
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let started = Instant::now();
+    let mut workers = pinned_worker_threads();
+    while cores >= 2 && !pinned(&workers) && started.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+        workers = pinned_worker_threads();
+    }
+    assert_eq!(workers.len(), 2, "{workers:?}");
+    if cores >= 2 {
+        let mut cpus: Vec<&str> = workers.iter().map(|(_, cpus)| cpus.as_str()).collect();
+        cpus.sort_unstable();
+        assert_eq!(
+            cpus,
+            ["0", "1"],
+            "each worker pinned to one core: {workers:?}"
+        );
+    }
     let request = move |path: &str, body: &str| -> (u16, String) {
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -272,4 +295,28 @@ async fn workers_count_requests_and_shutdown_finishes_in_flight_ones() {
         std::net::TcpStream::connect(admin).is_err(),
         "admin stopped last"
     );
+}
+
+/// (thread name, allowed CPUs) of this process's `oka-worker-*` threads.
+fn pinned_worker_threads() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap() {
+        let dir = task.unwrap().path();
+        let name = std::fs::read_to_string(dir.join("comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        if !name.starts_with("oka-worker-") {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        out.push((name, cpus));
+    }
+    out
 }

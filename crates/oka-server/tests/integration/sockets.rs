@@ -30,6 +30,7 @@ fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> (u16, String)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_share_a_port_and_shut_down() {
+    let _one_at_a_time = super::WORKER_THREADS.lock().await;
     let f = fixture().await;
     let config = ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
