@@ -404,3 +404,117 @@ features:
     udf:
       expr: {value: "test_feature.value * MULT"}
 "#;
+
+/// `oka serve` over a Redis that dies mid-traffic: 503s and `/readyz` false, no
+/// crash; Redis back → 200s again without restarting Oka. Needs `redis-server`
+/// (gated like the other Redis tests).
+#[test]
+fn redis_outage_and_recovery_without_restart() {
+    if std::env::var("OKA_TEST_REDIS_URL").is_err() {
+        assert!(
+            std::env::var("OKA_REQUIRE_REDIS").as_deref() != Ok("1"),
+            "OKA_TEST_REDIS_URL not set"
+        );
+        eprintln!("OKA_TEST_REDIS_URL not set: skipping");
+        return;
+    }
+    let redis_port = free_port();
+    let start_redis = || {
+        Server(
+            Command::new("redis-server")
+                .args([
+                    "--port",
+                    &redis_port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    };
+    let wait_port = |port: u16| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "port {port} did not open");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut redis = start_redis();
+    wait_port(redis_port);
+    let (port, admin_port) = (free_port(), free_port());
+    let mut oka = Server(
+        Command::new(OKA)
+            .args([
+                "serve",
+                "--demo",
+                "--workers",
+                "2",
+                "--store",
+                &format!("redis://127.0.0.1:{redis_port}"),
+            ])
+            .args([
+                "--store-timeout-ms",
+                "300",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--admin-listen",
+                &format!("127.0.0.1:{admin_port}"),
+            ])
+            .stdout(Stdio::null())
+            .env("OKA_LOG", "oka_redis=debug,info")
+            .stderr(std::fs::File::create(tmp_file("outage.log", "")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let status_of = |a: SocketAddr, m: &str, p: &str, b: &str| http(a, m, p, b).map(|(s, _)| s);
+    let seed = r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-21"}]}"#;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while status_of(admin, "GET", "/readyz", "") != Some(200) {
+        assert!(Instant::now() < deadline, "not ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(status_of(addr, "POST", "/v1/features", seed), Some(200));
+
+    drop(redis); // kills redis-server
+    // Requests racing the connection's death may time out (504); after that the
+    // store is known down and requests fail fast with 503. Never a 500, never a hang.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let started = Instant::now();
+        let (status, body) = http(addr, "POST", "/v1/features", seed).unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "slow answer: {:?}",
+            started.elapsed()
+        );
+        assert!(matches!(status, 503 | 504), "{status} {body}");
+        if status == 503 {
+            assert!(body.contains("store_unavailable"), "{body}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no 503 after the outage");
+    }
+    assert_eq!(status_of(admin, "GET", "/readyz", ""), Some(503));
+    assert!(oka.0.try_wait().unwrap().is_none(), "oka is still running");
+
+    redis = start_redis();
+    wait_port(redis_port);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while status_of(addr, "POST", "/v1/features", seed) != Some(200) {
+        assert!(Instant::now() < deadline, "serving did not recover");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    while status_of(admin, "GET", "/readyz", "") != Some(200) {
+        assert!(Instant::now() < deadline, "/readyz did not recover");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(redis);
+}

@@ -137,10 +137,13 @@ pub fn map_error(e: &FredError) -> StoreError {
         | ErrorKind::Sentinel
         | ErrorKind::Auth
         | ErrorKind::Tls
-        | ErrorKind::Backpressure => StoreErrorKind::Unavailable,
+        | ErrorKind::Backpressure
+        // fred reports "Failed to route command" while no connection is up.
+        | ErrorKind::Unknown => StoreErrorKind::Unavailable,
         ErrorKind::Parse | ErrorKind::Protocol => StoreErrorKind::Corrupt,
         _ => StoreErrorKind::Internal,
     };
+    tracing::debug!(fred_kind = ?e.kind(), error = %e, "redis error");
     StoreError::new(kind, format!("redis: {e}"))
 }
 

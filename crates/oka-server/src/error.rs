@@ -60,6 +60,13 @@ impl From<RequestError> for ApiError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
+        // The details stay in the log; the client gets the kind.
+        match e.kind {
+            StoreErrorKind::Timeout | StoreErrorKind::Unavailable => {
+                tracing::debug!(kind = ?e.kind, error = %e.message, "store call failed");
+            }
+            _ => tracing::warn!(kind = ?e.kind, error = %e.message, "store call failed"),
+        }
         match e.kind {
             StoreErrorKind::Timeout => Self::new(
                 ErrorCode::StoreTimeout,
