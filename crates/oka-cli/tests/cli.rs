@@ -89,19 +89,34 @@ impl Drop for Server {
     }
 }
 
-#[test]
-fn serve_demo_answers_the_seed_request_and_exits_cleanly_on_sigterm() {
+/// A running `oka serve`, ready, and its addresses.
+struct Oka {
+    server: Server,
+    addr: SocketAddr,
+    admin: SocketAddr,
+}
+
+/// Starts `oka serve ARGS` on free loopback ports, its log in `log` (or nowhere),
+/// and waits until `/readyz` answers 200.
+fn start_oka(args: &[&str], log: Option<&std::path::Path>) -> Oka {
     let (port, admin_port) = (free_port(), free_port());
-    let mut server = Server(
-        Command::new(OKA)
-            .args(["serve", "--demo", "--workers", "2"])
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut cmd = Command::new(OKA);
+    cmd.arg("serve")
+        .args(args)
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--admin-listen",
+            &format!("127.0.0.1:{admin_port}"),
+        ])
+        .stdout(Stdio::null());
+    match log {
+        Some(path) => cmd
+            .env("OKA_LOG", "oka_redis=debug,info")
+            .stderr(std::fs::File::create(path).unwrap()),
+        None => cmd.stderr(Stdio::null()),
+    };
+    let mut server = Server(cmd.spawn().unwrap());
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -113,6 +128,18 @@ fn serve_demo_answers_the_seed_request_and_exits_cleanly_on_sigterm() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    Oka {
+        server,
+        addr,
+        admin,
+    }
+}
+
+#[test]
+fn serve_demo_answers_the_seed_request_and_exits_cleanly_on_sigterm() {
+    let Oka {
+        mut server, addr, ..
+    } = start_oka(&["--demo", "--workers", "2"], None);
     let seed = r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-21"}],"udf_args":{"simple_feature":{"multiplier":2.0}}}"#;
     let (status, body) = http(addr, "POST", "/v1/features", seed).unwrap();
     assert_eq!(status, 200, "{body}");
@@ -246,42 +273,24 @@ fn ingest_then_serve_from_redis() {
     );
     assert!(stdout.contains("wrote 10000 records"), "{stdout}");
 
-    let (port, admin_port) = (free_port(), free_port());
-    let mut server = Server(
-        Command::new(OKA)
-            .args([
-                "serve",
-                "--workers",
-                "2",
-                "--store",
-                &url,
-                "--store-key-prefix",
-                &prefix,
-                "--spec",
-            ])
-            .arg(&spec)
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--admin-listen",
-                &format!("127.0.0.1:{admin_port}"),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
+    let spec_arg = spec.display().to_string();
+    let Oka {
+        server: _server,
+        addr,
+        ..
+    } = start_oka(
+        &[
+            "--workers",
+            "2",
+            "--store",
+            &url,
+            "--store-key-prefix",
+            &prefix,
+            "--spec",
+            &spec_arg,
+        ],
+        None,
     );
-    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while http(admin, "GET", "/readyz", "").map(|(s, _)| s) != Some(200) {
-        assert!(Instant::now() < deadline, "server did not become ready");
-        assert!(
-            server.0.try_wait().unwrap().is_none(),
-            "server exited early"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let seed = r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-9999"},{"id":"test-id-21"},{"id":"test-id-10000"}],"udf_args":{"simple_feature":{"multiplier":2.0}}}"#;
     let (status, body) = http(addr, "POST", "/v1/features", seed).unwrap();
     assert_eq!(status, 200, "{body}");
@@ -299,35 +308,9 @@ fn sighup_reloads_the_spec() {
         "reload.yaml",
         &DEMO_FOR_RELOAD.replace("MULT", "multiplier"),
     );
-    let (port, admin_port) = (free_port(), free_port());
     let log = tmp_file("reload.log", "");
-    let mut server = Server(
-        Command::new(OKA)
-            .args(["serve", "--workers", "1", "--spec"])
-            .arg(&spec_path)
-            .args([
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--admin-listen",
-                &format!("127.0.0.1:{admin_port}"),
-            ])
-            .env("OKA_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap(),
-    );
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while http(admin, "GET", "/readyz", "").map(|(s, _)| s) != Some(200) {
-        assert!(Instant::now() < deadline, "server did not become ready");
-        assert!(
-            server.0.try_wait().unwrap().is_none(),
-            "server exited early"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let spec_arg = spec_path.display().to_string();
+    let Oka { server, addr, .. } = start_oka(&["--workers", "1", "--spec", &spec_arg], Some(&log));
     let ask = || {
         let (status, body) = http(
             addr,
@@ -447,40 +430,26 @@ fn redis_outage_and_recovery_without_restart() {
     };
     let mut redis = start_redis();
     wait_port(redis_port);
-    let (port, admin_port) = (free_port(), free_port());
-    let mut oka = Server(
-        Command::new(OKA)
-            .args([
-                "serve",
-                "--demo",
-                "--workers",
-                "2",
-                "--store",
-                &format!("redis://127.0.0.1:{redis_port}"),
-            ])
-            .args([
-                "--store-timeout-ms",
-                "300",
-                "--listen",
-                &format!("127.0.0.1:{port}"),
-                "--admin-listen",
-                &format!("127.0.0.1:{admin_port}"),
-            ])
-            .stdout(Stdio::null())
-            .env("OKA_LOG", "oka_redis=debug,info")
-            .stderr(std::fs::File::create(tmp_file("outage.log", "")).unwrap())
-            .spawn()
-            .unwrap(),
+    let store = format!("redis://127.0.0.1:{redis_port}");
+    let log = tmp_file("outage.log", "");
+    let Oka {
+        server: mut oka,
+        addr,
+        admin,
+    } = start_oka(
+        &[
+            "--demo",
+            "--workers",
+            "2",
+            "--store",
+            &store,
+            "--store-timeout-ms",
+            "300",
+        ],
+        Some(&log),
     );
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
     let status_of = |a: SocketAddr, m: &str, p: &str, b: &str| http(a, m, p, b).map(|(s, _)| s);
     let seed = r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-21"}]}"#;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while status_of(admin, "GET", "/readyz", "") != Some(200) {
-        assert!(Instant::now() < deadline, "not ready");
-        std::thread::sleep(Duration::from_millis(100));
-    }
     assert_eq!(status_of(addr, "POST", "/v1/features", seed), Some(200));
 
     drop(redis); // kills redis-server
