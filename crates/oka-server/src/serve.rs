@@ -77,6 +77,15 @@ pub async fn features(
     // 1. Parse and validate; the plan was built at load. One spec version serves
     //    the whole request, even if a reload lands meanwhile.
     let request = parse_request(body)?;
+    if request
+        .deadline_ms
+        .is_some_and(|ms| !(1..=600_000).contains(&ms))
+    {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "`deadline_ms` must be an integer from 1 to 600000",
+        ));
+    }
     let budget = deadline
         .or(request.deadline_ms.map(Duration::from_millis))
         .unwrap_or(shared.limits.default_deadline);
