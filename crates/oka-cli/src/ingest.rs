@@ -27,8 +27,8 @@ pub struct IngestArgs {
     /// The pipeline feature to write.
     #[arg(long)]
     pub feature: String,
-    /// The records: `.jsonl`/`.ndjson` (one JSON object per line) or `.csv` (a header
-    /// row of column names). A missing timestamp column means "now".
+    /// The records: `.jsonl`/`.ndjson`/`.json` (one JSON object per line) or `.csv`
+    /// (a header row of column names). A missing timestamp column means "now".
     #[arg(long)]
     pub file: PathBuf,
     #[command(flatten)]

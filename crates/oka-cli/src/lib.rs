@@ -235,11 +235,15 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             })?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Ingest(args) => Ok(if ingest::run(args, &natives)? {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::FAILURE
-        }),
+        Command::Ingest(args) => {
+            init_logs(LogFormat::Text);
+            let all_written = ingest::run(args, &natives)?;
+            Ok(if all_written {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
     }
 }
 
@@ -248,6 +252,7 @@ fn init_logs(format: LogFormat) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -365,7 +370,13 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             .await
             .context("joining workers")?;
         info!(clean, "stopped");
-        Ok(())
+        if clean {
+            Ok(())
+        } else {
+            Err(anyhow::anyhow!(
+                "shutdown was not clean: in-flight requests or ingest batches outlived the grace period"
+            ))
+        }
     })
 }
 

@@ -14,7 +14,12 @@ pub struct StoreArgs {
     /// The store URL: `memory://`, `redis://[user:pass@]host:port[/db]`,
     /// `redis-cluster://host:port[?node=host:port…]`, `redis-sentinel://…`; `rediss…`
     /// for TLS.
-    #[arg(long, env = "OKA_STORE", default_value = "memory://")]
+    #[arg(
+        long,
+        env = "OKA_STORE",
+        default_value = "memory://",
+        hide_env_values = true
+    )]
     pub store: String,
     /// Timeout of one store command, milliseconds.
     #[arg(long, env = "OKA_STORE_TIMEOUT_MS", default_value_t = 1000)]

@@ -73,15 +73,21 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 impl ApiKeys {
     /// Parses key lines; errors name the line (never the key).
     pub fn parse(text: &str) -> Result<Self, String> {
+        Self::parse_from("api keys", text, &['\n'])
+    }
+
+    /// Parses entries separated by any of `separators`; errors name `origin` and the
+    /// entry's number (never the key).
+    pub fn parse_from(origin: &str, text: &str, separators: &[char]) -> Result<Self, String> {
         let mut keys = Vec::new();
-        for (i, line) in text.split(['\n', ';']).enumerate() {
+        for (i, line) in text.split(separators).enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
             let (secret, scopes) = line
                 .split_once(char::is_whitespace)
-                .ok_or_else(|| format!("api keys entry {}: expected `<key> <scopes>`", i + 1))?;
+                .ok_or_else(|| format!("{origin} entry {}: expected `<key> <scopes>`", i + 1))?;
             let mut key = Key {
                 secret: secret.as_bytes().to_vec(),
                 read: false,
@@ -93,7 +99,7 @@ impl ApiKeys {
                     Some(Scope::Write) => key.write = true,
                     None => {
                         return Err(format!(
-                            "api keys entry {}: unknown scope `{}` (expected read or write)",
+                            "{origin} entry {}: unknown scope `{}` (expected read or write)",
                             i + 1,
                             s.trim()
                         ));
@@ -102,13 +108,19 @@ impl ApiKeys {
             }
             if secret.len() < 16 {
                 return Err(format!(
-                    "api keys entry {}: keys must be at least 16 characters",
+                    "{origin} entry {}: keys must be at least 16 characters",
                     i + 1
                 ));
             }
             keys.push(key);
         }
         Ok(Self { keys })
+    }
+
+    /// These keys and `other`'s.
+    pub fn merged(mut self, other: Self) -> Self {
+        self.keys.extend(other.keys);
+        self
     }
 
     /// Whether any key is configured (authentication on).
@@ -139,7 +151,11 @@ impl ApiKeys {
                 headers
                     .get("authorization")
                     .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "))
+                    .and_then(|v| {
+                        // The scheme name is case-insensitive (RFC 9110 §11.1).
+                        let (scheme, token) = v.split_once(' ')?;
+                        scheme.eq_ignore_ascii_case("bearer").then_some(token)
+                    })
             })
             .map(str::trim);
         let Some(given) = given else {

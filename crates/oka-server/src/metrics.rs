@@ -379,7 +379,7 @@ impl Metrics {
             &mut out,
             "oka_ondemand_compute_duration_seconds",
             "histogram",
-            "Successful feature requests, from parsing the body to encoding the answer.",
+            "Successful feature requests, from admission to the encoded answer.",
         );
         self.compute_duration
             .render(&mut out, "oka_ondemand_compute_duration_seconds", "");
@@ -476,6 +476,25 @@ impl Metrics {
         );
         self.ingest_lag
             .render(&mut out, "oka_ingest_lag_seconds", "");
+        header(
+            &mut out,
+            "oka_ingest_batch_rows",
+            "histogram",
+            "Rows per store write of the batched write path.",
+        );
+        self.ingest_batch
+            .render(&mut out, "oka_ingest_batch_rows", "");
+        header(
+            &mut out,
+            "oka_ingest_retries_total",
+            "counter",
+            "Batch writes retried after a transient store error.",
+        );
+        let _ = writeln!(
+            out,
+            "oka_ingest_retries_total {}",
+            self.ingest_retries.get()
+        );
         out
     }
 }

@@ -99,7 +99,7 @@ fn gate(state: &AppState, headers: &HeaderMap, scope: Scope) -> Result<Admitted,
             "this worker is at its in-flight limit; retry shortly",
         )
     })?;
-    state.shared.keys.load().check(headers, scope)?;
+    state.shared.loaded.load().keys.check(headers, scope)?;
     Ok(slot)
 }
 

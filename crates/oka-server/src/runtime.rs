@@ -185,6 +185,11 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
 
     let (addr, threads) = match config.runtime {
         RuntimeMode::PerCore => {
+            // SO_REUSEPORT would let a second server join a port already in use:
+            // check with a plain bind first.
+            if config.listen.port() != 0 {
+                drop(TcpListener::bind(config.listen)?);
+            }
             // The first bind resolves port 0; the others join that port.
             let first = bind(config.listen)?;
             let addr = first.local_addr()?;

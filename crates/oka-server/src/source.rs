@@ -95,10 +95,15 @@ impl MockSource {
         Ok(out)
     }
 
-    /// Writes emission `tick` now, through the batched write path.
-    pub async fn emit(&self, shared: &Shared, tick: u64) -> Result<usize, String> {
-        let loaded = shared.loaded.load_full();
-        let registry = &loaded.registry;
+    /// Writes emission `tick` now, through the batched write path. `registry` is
+    /// the one the source was found in (a reload does not move it to another
+    /// feature).
+    pub async fn emit(
+        &self,
+        shared: &Shared,
+        registry: &Arc<Registry>,
+        tick: u64,
+    ) -> Result<usize, String> {
         let records = self.records(registry, tick, Timestamp::now())?;
         let n = records.len();
         let mut chunks = Vec::new();
@@ -129,7 +134,7 @@ pub async fn start(
     let registry = Arc::clone(&shared.loaded.load().registry);
     let sources = MockSource::all(&registry);
     for s in &sources {
-        let n = s.emit(&shared, 0).await?;
+        let n = s.emit(&shared, &registry, 0).await?;
         info!(
             feature = s.feature_name(&registry),
             records = n,
@@ -147,7 +152,7 @@ pub async fn start(
                 interval.tick().await; // the first tick is immediate: emission 0 is done
                 for tick in 1u64.. {
                     interval.tick().await;
-                    if let Err(e) = s.emit(&shared, tick).await {
+                    if let Err(e) = s.emit(&shared, &registry, tick).await {
                         warn!(feature = s.feature_name(&registry), error = %e, "mock source emission failed");
                     }
                 }

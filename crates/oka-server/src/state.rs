@@ -50,15 +50,18 @@ pub struct Loaded {
     pub metrics: RegistryMetrics,
     /// `GET /v1/features`, encoded once.
     pub catalog_json: bytes::Bytes,
+    /// API keys (empty: authentication off); swapped with the spec, in one step.
+    pub keys: ApiKeys,
 }
 
 impl Loaded {
     /// Derives metrics and the catalog from `registry`.
-    pub fn new(registry: Arc<Registry>) -> Self {
+    pub fn new(registry: Arc<Registry>, keys: ApiKeys) -> Self {
         Self {
             metrics: RegistryMetrics::new(&registry),
             catalog_json: catalog::encode(&registry),
             registry,
+            keys,
         }
     }
 }
@@ -81,10 +84,8 @@ pub struct WorkerCounters {
 
 /// State shared by every worker.
 pub struct Shared {
-    /// The spec being served; each request loads it once.
+    /// The spec and API keys being served; each request loads them once.
     pub loaded: ArcSwap<Loaded>,
-    /// API keys (empty: authentication off).
-    pub keys: ArcSwap<ApiKeys>,
     reloader: Option<Reloader>,
     /// The store.
     pub store: Arc<dyn FeatureStore>,
@@ -157,8 +158,7 @@ impl Shared {
                     registry.features().len(),
                     keys.len()
                 );
-                self.loaded.store(Arc::new(Loaded::new(registry)));
-                self.keys.store(Arc::new(keys));
+                self.loaded.store(Arc::new(Loaded::new(registry, keys)));
                 info!(summary = %summary, "spec reloaded");
                 Ok(summary)
             }
@@ -233,8 +233,7 @@ impl SharedBuilder {
         let metrics = Arc::new(Metrics::new(self.store.backend()));
         let writer = WritePath::spawn(Arc::clone(&self.store), Arc::clone(&metrics), self.writer);
         Arc::new(Shared {
-            loaded: ArcSwap::from_pointee(Loaded::new(self.registry)),
-            keys: ArcSwap::from_pointee(self.keys),
+            loaded: ArcSwap::from_pointee(Loaded::new(self.registry, self.keys)),
             reloader: self.reloader,
             store: self.store,
             metrics,
