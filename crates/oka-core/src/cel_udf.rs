@@ -54,8 +54,13 @@ pub struct CelUdf {
     env: Arc<Env>,
     /// Per output column: its program, or `None` to default (request key / `now`).
     programs: Vec<Option<Program>>,
-    /// The column-name keys of each input entity's maps, built once.
-    input_keys: Vec<Arc<[Key]>>,
+    /// Per input (dependency, in order): the columns the expressions read, with
+    /// their map keys built once; `None` when no expression reads the input.
+    inputs: Vec<Option<Vec<(usize, Key)>>>,
+    /// Per argument: whether an expression reads it.
+    args_used: Vec<bool>,
+    /// Whether an expression reads `now`.
+    now_used: bool,
 }
 
 impl fmt::Debug for CelUdf {
@@ -89,6 +94,8 @@ impl CelUdf {
             .take(output.columns.len())
             .collect();
         let names: HashMap<&str, &Binding> = bindings.iter().map(|(n, b)| (&**n, b)).collect();
+        // (variable, field selected directly on it) for every reference.
+        let mut used: Vec<(String, Option<String>)> = Vec::new();
 
         for (field, source) in exprs {
             let problem = |message: String| ExprProblem {
@@ -114,6 +121,10 @@ impl CelUdf {
             };
             let mut refs = Vec::new();
             free_references(program.expression(), &mut Vec::new(), &mut refs);
+            used.extend(
+                refs.iter()
+                    .map(|r| (r.var.to_owned(), r.field.map(str::to_owned))),
+            );
             let mut ok = true;
             for r in &refs {
                 match (names.get(r.var), r.field) {
@@ -156,41 +167,74 @@ impl CelUdf {
         if !problems.is_empty() {
             return Err(problems);
         }
-        let input_keys = bindings
-            .iter()
-            .filter_map(|(_, b)| match b {
-                Binding::Record(e) | Binding::Records(e) => Some(column_keys(e)),
-                Binding::Scalar(_) => None,
-            })
-            .collect();
+        // Bind only what the expressions read: unread inputs and scalars are skipped,
+        // and a record read only through `dep.field` gets only those fields.
+        fn reads<'a>(
+            used: &'a [(String, Option<String>)],
+            name: &'a str,
+        ) -> impl Iterator<Item = &'a (String, Option<String>)> + 'a {
+            used.iter().filter(move |(v, _)| v == name)
+        }
+        let mut inputs = Vec::new();
+        let mut args_used = Vec::new();
+        let mut now_used = false;
+        for (name, b) in bindings {
+            match b {
+                Binding::Record(e) | Binding::Records(e) => {
+                    let mut refs = reads(&used, name).peekable();
+                    if refs.peek().is_none() {
+                        inputs.push(None);
+                        continue;
+                    }
+                    let whole = matches!(b, Binding::Records(_))
+                        || reads(&used, name).any(|(_, f)| f.is_none());
+                    let columns = e
+                        .columns
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| {
+                            whole || reads(&used, name).any(|(_, f)| f.as_deref() == Some(&*c.name))
+                        })
+                        .map(|(i, c)| (i, Key::String(Arc::new(c.name.to_string()))))
+                        .collect();
+                    inputs.push(Some(columns));
+                }
+                Binding::Scalar(_) if &**name == NOW => {
+                    now_used = reads(&used, name).next().is_some()
+                }
+                Binding::Scalar(_) => args_used.push(reads(&used, name).next().is_some()),
+            }
+        }
         Ok(Self {
             env: Arc::clone(env),
             programs,
-            input_keys,
+            inputs,
+            args_used,
+            now_used,
         })
     }
 
     /// Evaluates the expressions for one key.
     pub fn call(&self, call: &UdfCall<'_>) -> Result<Vec<Row>, UdfError> {
         let mut ctx = Context::with_env(Arc::clone(&self.env));
-        for ((name, input), keys) in call
-            .input_names
-            .iter()
-            .zip(call.inputs)
-            .zip(&self.input_keys)
-        {
+        for ((name, input), columns) in call.input_names.iter().zip(call.inputs).zip(&self.inputs) {
+            let Some(columns) = columns else { continue };
             let value = match input {
-                Input::One(row) => record_to_cel(keys, row),
+                Input::One(row) => record_to_cel(columns, row),
                 Input::Many(rows) => cel::Value::List(Arc::new(
-                    rows.iter().map(|r| record_to_cel(keys, r)).collect(),
+                    rows.iter().map(|r| record_to_cel(columns, r)).collect(),
                 )),
             };
             ctx.add_variable_from_value(&**name, value);
         }
-        for (name, v) in call.arg_names.iter().zip(call.args) {
-            ctx.add_variable_from_value(&**name, to_cel(v));
+        for ((name, v), used) in call.arg_names.iter().zip(call.args).zip(&self.args_used) {
+            if *used {
+                ctx.add_variable_from_value(&**name, to_cel(v));
+            }
         }
-        ctx.add_variable_from_value(NOW, to_cel(&Value::Timestamp(call.now)));
+        if self.now_used {
+            ctx.add_variable_from_value(NOW, to_cel(&Value::Timestamp(call.now)));
+        }
 
         let mut out = call.output();
         for (i, program) in self.programs.iter().enumerate() {
@@ -380,14 +424,15 @@ fn placeholder(ty: &FieldType) -> Value {
 
 fn placeholder_record(e: &Entity) -> cel::Value {
     let columns: Vec<Value> = e.columns.iter().map(|c| placeholder(&c.ty)).collect();
-    record_to_cel(&column_keys(e), &Row::new(Timestamp(0), columns))
+    let keys: Vec<(usize, Key)> = column_keys(e).iter().cloned().enumerate().collect();
+    record_to_cel(&keys, &Row::new(Timestamp(0), columns))
 }
 
-fn record_to_cel(keys: &[Key], row: &Row) -> cel::Value {
-    let map: HashMap<Key, cel::Value> = keys
+/// A record as a CEL map of the given (column index, key) pairs.
+fn record_to_cel(columns: &[(usize, Key)], row: &Row) -> cel::Value {
+    let map: HashMap<Key, cel::Value> = columns
         .iter()
-        .cloned()
-        .zip(row.columns.iter().map(to_cel))
+        .map(|(i, k)| (k.clone(), to_cel(&row.columns[*i])))
         .collect();
     cel::Value::Map(Map { map: Arc::new(map) })
 }
