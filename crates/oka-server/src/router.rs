@@ -80,12 +80,16 @@ fn deadline_header(headers: &HeaderMap) -> Result<Option<Duration>, ApiError> {
     v.to_str()
         .ok()
         .and_then(|s| s.trim().parse::<u64>().ok())
-        .filter(|ms| (1..=600_000).contains(ms))
+        .filter(|ms| serve::DEADLINE_MS.contains(ms))
         .map(|ms| Some(Duration::from_millis(ms)))
         .ok_or_else(|| {
             ApiError::new(
                 ErrorCode::InvalidRequest,
-                "`X-Oka-Deadline-Ms` must be an integer from 1 to 600000",
+                format!(
+                    "`X-Oka-Deadline-Ms` must be an integer from {} to {}",
+                    serve::DEADLINE_MS.start(),
+                    serve::DEADLINE_MS.end()
+                ),
             )
         })
 }

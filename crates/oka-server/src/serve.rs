@@ -51,6 +51,9 @@ pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
     })
 }
 
+/// Deadlines a request may ask for, in milliseconds (header or body).
+pub const DEADLINE_MS: std::ops::RangeInclusive<u64> = 1..=600_000;
+
 fn deadline_exceeded(deadline: Duration) -> ApiError {
     ApiError::new(
         ErrorCode::DeadlineExceeded,
@@ -79,11 +82,15 @@ pub async fn features(
     let request = parse_request(body)?;
     if request
         .deadline_ms
-        .is_some_and(|ms| !(1..=600_000).contains(&ms))
+        .is_some_and(|ms| !DEADLINE_MS.contains(&ms))
     {
         return Err(ApiError::new(
             ErrorCode::InvalidRequest,
-            "`deadline_ms` must be an integer from 1 to 600000",
+            format!(
+                "`deadline_ms` must be an integer from {} to {}",
+                DEADLINE_MS.start(),
+                DEADLINE_MS.end()
+            ),
         ));
     }
     let budget = deadline
