@@ -129,11 +129,6 @@ pub async fn fixture_with(limits: Limits) -> Fixture {
     fixture_custom(|b| b.limits(limits)).await
 }
 
-/// The spec registry.
-pub fn registry_of(yaml: &str) -> Arc<Registry> {
-    Arc::new(Registry::from_yaml("test.yaml", yaml, &NativeUdfs::new()).unwrap())
-}
-
 /// A fixture whose shared state `customize` adjusts.
 pub async fn fixture_custom(
     customize: impl FnOnce(oka_server::state::SharedBuilder) -> oka_server::state::SharedBuilder,

@@ -10,9 +10,7 @@ use oka_server::Limits;
 use oka_server::auth::ApiKeys;
 use serde_json::json;
 
-use super::{
-    SPEC, body_json, body_text, fixture, fixture_custom, fixture_with, get, post, registry_of, send,
-};
+use super::{SPEC, body_json, body_text, fixture, fixture_custom, fixture_with, get, post, send};
 
 const SEED: &str = r#"{"target_features": ["simple_feature"], "keys": [{"id": "test-id-21"}], "udf_args": {"simple_feature": {"multiplier": 2.0}}}"#;
 
@@ -197,7 +195,6 @@ async fn reload_swaps_valid_specs_and_keeps_serving_on_invalid_ones() {
         json!(420.0),
         "the last valid spec keeps serving"
     );
-    let _ = registry_of(SPEC);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
