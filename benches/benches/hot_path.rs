@@ -79,16 +79,7 @@ fn whole_request(c: &mut Criterion) {
         let body = oka_benches::request("simple_feature", keys);
         g.throughput(Throughput::Elements(keys as u64));
         g.bench_function(format!("memory/simple_feature/{keys}_keys"), |b| {
-            b.iter(|| {
-                rt.block_on(oka_server::serve::features(
-                    &state,
-                    black_box(&body),
-                    false,
-                    std::time::Instant::now(),
-                    None,
-                ))
-                .unwrap()
-            })
+            b.iter(|| oka_benches::serve_once(&rt, &state, black_box(&body)))
         });
     }
     g.finish();

@@ -81,3 +81,15 @@ pub fn request(target: &str, keys: usize) -> Vec<u8> {
     }))
     .unwrap()
 }
+
+/// Serves one request body in process (parse → store → UDFs → encode) on `rt`.
+pub fn serve_once(rt: &tokio::runtime::Runtime, state: &AppState, body: &[u8]) -> Vec<u8> {
+    let served = rt.block_on(oka_server::serve::features(
+        state,
+        body,
+        false,
+        std::time::Instant::now(),
+        None,
+    ));
+    served.unwrap().0
+}
