@@ -10,7 +10,7 @@ use std::hint::black_box;
 use criterion::{Criterion, criterion_group, criterion_main};
 use oka_core::registry::Entity;
 use oka_core::{NativeUdfs, Registry, Row, Timestamp, Value};
-use oka_redis::codec;
+use oka_storage::codec;
 
 const SPEC: &str = r#"
 version: 1

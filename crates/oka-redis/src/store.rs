@@ -22,9 +22,8 @@ use fred::types::Value as RedisValue;
 use fred::types::scripts::Script;
 use oka_core::registry::{DEFAULT_HISTORY, FeatureKind};
 use oka_core::{EntityKey, Feature, Query, Row};
-use oka_storage::{FeatureStore, StoreError, StoreErrorKind};
+use oka_storage::{FeatureStore, StoreError, StoreErrorKind, codec};
 
-use crate::codec;
 
 /// Commands per write pipeline.
 const WRITE_CHUNK: usize = 1000;

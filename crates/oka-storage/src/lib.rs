@@ -1,9 +1,11 @@
 //! Storage for pipeline features.
 //!
 //! - [`store`]: the [`FeatureStore`] trait every backend implements, and its errors.
+//! - [`codec`]: the versioned MessagePack record encoding networked backends store.
 //! - [`memory`]: the embedded default, a sharded concurrent map with bounded history.
 //! - [`conformance`]: the suite every backend must pass (run by each backend's tests).
 
+pub mod codec;
 pub mod conformance;
 pub mod memory;
 pub mod store;

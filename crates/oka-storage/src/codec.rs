@@ -1,4 +1,4 @@
-//! The record encoding stored in Redis: a version byte, then MessagePack
+//! The record encoding stored by the networked backends (Redis, ScyllaDB/Cassandra): a version byte, then MessagePack
 //! `[event_time_micros, {column: value, …}]`.
 //!
 //! Columns are stored by name, so a record written under one spec still reads under

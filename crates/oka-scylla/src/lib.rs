@@ -1,0 +1,15 @@
+//! Oka's ScyllaDB/Cassandra backend (`scylla://`, `cassandra://`), on the `scylla`
+//! driver.
+//!
+//! - [`schema`]: store URLs, replication, and the CQL schema (`oka schema` prints it).
+//! - [`store`]: [`ScyllaStore`]: prepared idempotent statements, bounded concurrent
+//!   single-partition reads, per-partition batched writes, error kinds.
+//!
+//! Records use [`oka_storage::codec`], the same encoding as the Redis backend. The
+//! layout and the consistency/replication guidance are in `docs/storage.md`.
+
+pub mod schema;
+pub mod store;
+
+pub use schema::{Replication, StoreUrl};
+pub use store::{ScyllaOptions, ScyllaStore, parse_consistency};

@@ -1,0 +1,292 @@
+//! Store URLs, replication settings and the CQL schema.
+//!
+//! One table holds every pipeline feature:
+//!
+//! ```sql
+//! CREATE TABLE IF NOT EXISTS oka.features (
+//!     feature    text,     -- the feature's name
+//!     entity_key text,     -- the canonical entity key (`|`-joined, escaped)
+//!     event_time bigint,   -- microseconds since the Unix epoch
+//!     record     blob,     -- oka_storage::codec (versioned MessagePack)
+//!     PRIMARY KEY ((feature, entity_key), event_time)
+//! ) WITH CLUSTERING ORDER BY (event_time DESC);
+//! ```
+//!
+//! A partition is one (feature, key): reads touch one partition each, and a popular
+//! feature spreads over the whole ring (never one partition per feature). Newest
+//! first, so `latest` is `LIMIT 1` and `last_n` is `LIMIT n`.
+
+use std::fmt;
+
+/// A parsed `scylla://` (or `cassandra://`) URL:
+/// `scylla://[user[:password]@]host[:port][,host[:port]…][/keyspace]`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreUrl {
+    /// Contact points, `host:port` (port 9042 when not given).
+    pub nodes: Vec<String>,
+    /// The keyspace (default `oka`).
+    pub keyspace: String,
+    /// Credentials for PasswordAuthenticator.
+    pub credentials: Option<(String, String)>,
+}
+
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreUrl")
+            .field("nodes", &self.nodes)
+            .field("keyspace", &self.keyspace)
+            .field("user", &self.credentials.as_ref().map(|(u, _)| u))
+            .finish()
+    }
+}
+
+/// The URL schemes this backend accepts.
+pub const SCHEMES: &[&str] = &["scylla", "cassandra"];
+
+/// The keyspace when the URL names none.
+pub const DEFAULT_KEYSPACE: &str = "oka";
+
+/// The table every feature lives in.
+pub const TABLE: &str = "features";
+
+/// Whether `name` is a valid unquoted CQL keyspace name (so it can be spliced into
+/// statements as is).
+fn valid_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && name.len() <= 48
+}
+
+impl StoreUrl {
+    /// Parses a store URL.
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| format!("`{url}` is not a URL"))?;
+        if !SCHEMES.contains(&scheme) {
+            return Err(format!(
+                "invalid CQL store scheme `{scheme}`: expected scylla:// or cassandra://"
+            ));
+        }
+        if rest.contains('?') || rest.contains('#') {
+            return Err(
+                "CQL store URLs take no query string: use the --store-* flags for options"
+                    .to_owned(),
+            );
+        }
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let (credentials, hosts) = match authority.rsplit_once('@') {
+            Some((creds, hosts)) => {
+                let (user, password) = creds.split_once(':').unwrap_or((creds, ""));
+                if user.is_empty() {
+                    return Err("the URL has credentials without a user name".to_owned());
+                }
+                (Some((user.to_owned(), password.to_owned())), hosts)
+            }
+            None => (None, authority),
+        };
+        let mut nodes = Vec::new();
+        for host in hosts.split(',') {
+            if host.is_empty() {
+                return Err(format!("`{}` has an empty host", redact(url)));
+            }
+            // `[v6]:port`, `[v6]`, `host:port`, `host`.
+            let has_port = match host.rfind(']') {
+                Some(close) => host[close..].contains(':'),
+                None => host.contains(':'),
+            };
+            if has_port {
+                let (_, port) = host.rsplit_once(':').unwrap_or_default();
+                if port.parse::<u16>().is_err() {
+                    return Err(format!("`{host}`: invalid port `{port}`"));
+                }
+                nodes.push(host.to_owned());
+            } else {
+                nodes.push(format!("{host}:9042"));
+            }
+        }
+        let keyspace = match path.trim_end_matches('/') {
+            "" => DEFAULT_KEYSPACE.to_owned(),
+            ks if valid_identifier(ks) => ks.to_owned(),
+            ks => {
+                return Err(format!(
+                    "invalid keyspace `{ks}`: a letter, then letters, digits or `_`, at most 48"
+                ));
+            }
+        };
+        Ok(Self {
+            nodes,
+            keyspace,
+            credentials,
+        })
+    }
+}
+
+/// `url` with the password replaced, for logs and errors.
+pub fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => match url[s + 3..at].split_once(':') {
+            Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
+            None => url.to_owned(),
+        },
+        _ => url.to_owned(),
+    }
+}
+
+/// The keyspace's replication.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replication {
+    /// `SimpleStrategy` with this replication factor (one data center; tests, dev).
+    Simple(u32),
+    /// `NetworkTopologyStrategy`: replication factor per data center (production:
+    /// 3 per DC).
+    NetworkTopology(Vec<(String, u32)>),
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Self::Simple(1)
+    }
+}
+
+impl Replication {
+    /// Parses `simple:RF` or `DC:RF[,DC:RF…]` (NetworkTopologyStrategy).
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let rf = |v: &str| -> Result<u32, String> {
+            match v.trim().parse::<u32>() {
+                Ok(n) if (1..=32).contains(&n) => Ok(n),
+                _ => Err(format!("invalid replication factor `{v}` (1..=32)")),
+            }
+        };
+        let s = s.trim();
+        if let Some(n) = s
+            .strip_prefix("simple:")
+            .or_else(|| s.strip_prefix("SimpleStrategy:"))
+        {
+            return Ok(Self::Simple(rf(n)?));
+        }
+        let mut dcs = Vec::new();
+        for part in s.split(',') {
+            let (dc, n) = part.split_once(':').ok_or_else(|| {
+                format!("invalid replication `{s}`: expected `simple:RF` or `DC:RF[,DC:RF…]`")
+            })?;
+            let dc = dc.trim();
+            if dc.is_empty()
+                || !dc
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+            {
+                return Err(format!("invalid data center name `{dc}`"));
+            }
+            if dcs.iter().any(|(d, _)| d == dc) {
+                return Err(format!("data center `{dc}` given twice"));
+            }
+            dcs.push((dc.to_owned(), rf(n)?));
+        }
+        Ok(Self::NetworkTopology(dcs))
+    }
+
+    /// The CQL replication map.
+    pub fn cql(&self) -> String {
+        match self {
+            Self::Simple(rf) => {
+                format!("{{'class': 'SimpleStrategy', 'replication_factor': {rf}}}")
+            }
+            Self::NetworkTopology(dcs) => {
+                let mut out = "{'class': 'NetworkTopologyStrategy'".to_owned();
+                for (dc, rf) in dcs {
+                    out.push_str(&format!(", '{dc}': {rf}"));
+                }
+                out.push('}');
+                out
+            }
+        }
+    }
+}
+
+/// The DDL that creates the keyspace and the table, one statement per entry.
+pub fn ddl(keyspace: &str, replication: &Replication) -> Vec<String> {
+    vec![
+        format!(
+            "CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = {} AND durable_writes = true",
+            replication.cql()
+        ),
+        format!(
+            "CREATE TABLE IF NOT EXISTS {keyspace}.{TABLE} (\n    \
+             feature text,\n    \
+             entity_key text,\n    \
+             event_time bigint,\n    \
+             record blob,\n    \
+             PRIMARY KEY ((feature, entity_key), event_time)\n\
+             ) WITH CLUSTERING ORDER BY (event_time DESC)\n    \
+             AND compaction = {{'class': 'SizeTieredCompactionStrategy'}}\n    \
+             AND caching = {{'keys': 'ALL', 'rows_per_partition': '1'}}\n    \
+             AND comment = 'Oka pipeline features: a partition per (feature, entity key), newest first'"
+        ),
+    ]
+}
+
+/// The DDL as a CQL script (what `oka schema` prints).
+pub fn ddl_script(keyspace: &str, replication: &Replication) -> String {
+    let mut out = String::new();
+    for stmt in ddl(keyspace, replication) {
+        out.push_str(&stmt);
+        out.push_str(";\n\n");
+    }
+    out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_parse() {
+        let u = StoreUrl::parse("scylla://127.0.0.1:9042/feats").unwrap();
+        assert_eq!(u.nodes, ["127.0.0.1:9042"]);
+        assert_eq!(u.keyspace, "feats");
+        assert_eq!(u.credentials, None);
+        let u = StoreUrl::parse("cassandra://u:p@a,b:9142,[::1]:9000,[::1]").unwrap();
+        assert_eq!(u.nodes, ["a:9042", "b:9142", "[::1]:9000", "[::1]:9042"]);
+        assert_eq!(u.keyspace, "oka");
+        assert_eq!(u.credentials, Some(("u".into(), "p".into())));
+        for bad in [
+            "redis://x",
+            "scylla://",
+            "scylla://a,,b",
+            "scylla://a:x",
+            "scylla://a/1ks",
+            "scylla://a/k-s",
+            "scylla://a/ks?consistency=one",
+            "scylla://:p@a",
+        ] {
+            assert!(StoreUrl::parse(bad).is_err(), "{bad}");
+        }
+        let debug = format!("{:?}", StoreUrl::parse("scylla://u:secret@a").unwrap());
+        assert!(!debug.contains("secret"), "{debug}");
+        assert_eq!(redact("scylla://u:secret@a/ks"), "scylla://u:***@a/ks");
+    }
+
+    #[test]
+    fn replication_parses_and_renders() {
+        assert_eq!(Replication::parse("simple:3").unwrap(), Replication::Simple(3));
+        let nts = Replication::parse("dc1:3, eu-west-1:2").unwrap();
+        assert_eq!(
+            nts.cql(),
+            "{'class': 'NetworkTopologyStrategy', 'dc1': 3, 'eu-west-1': 2}"
+        );
+        for bad in ["", "simple:0", "simple:x", "dc1", "dc1:3,dc1:3", "d'c:1"] {
+            assert!(Replication::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn ddl_names_the_keyspace_and_partitions_by_feature_and_key() {
+        let script = ddl_script("oka", &Replication::Simple(1));
+        assert!(script.contains("CREATE KEYSPACE IF NOT EXISTS oka WITH replication = {'class': 'SimpleStrategy', 'replication_factor': 1}"));
+        assert!(script.contains("PRIMARY KEY ((feature, entity_key), event_time)"));
+        assert!(script.contains("CLUSTERING ORDER BY (event_time DESC)"));
+    }
+}

@@ -1,0 +1,563 @@
+//! [`ScyllaStore`]: a [`FeatureStore`] on one shared `scylla` session.
+//!
+//! - Statements are prepared once at connect, marked idempotent, and always take the
+//!   partition key as bound values, so the driver routes each to a replica (and, on
+//!   ScyllaDB, to the owning shard's connection).
+//! - Reads of many keys are concurrent single-partition queries, at most
+//!   `read_concurrency` in flight per call, answers kept in key order (never `IN`
+//!   on the partition key).
+//! - Writes are grouped by partition: one unlogged single-partition batch per key
+//!   (one `INSERT` when a key has one record), at most `write_concurrency` in
+//!   flight. Each carries the feature's TTL (`USING TTL`, 0 = none). Then the
+//!   partition is trimmed to the feature's `history` with one range delete.
+//! - Reads also apply the history bound (`LIMIT`), so a trim racing a concurrent
+//!   write never shows more than `history` records.
+
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::{FuturesOrdered, FuturesUnordered};
+use oka_core::registry::{DEFAULT_HISTORY, FeatureKind};
+use oka_core::{EntityKey, Feature, Query, Row};
+use oka_storage::{FeatureStore, StoreError, StoreErrorKind, codec};
+use scylla::client::PoolSize;
+use scylla::client::execution_profile::ExecutionProfile;
+use scylla::client::session::Session;
+use scylla::client::session_builder::SessionBuilder;
+use scylla::errors::{DbError, ExecutionError, NewSessionError, PrepareError, RequestAttemptError};
+use scylla::policies::load_balancing::DefaultPolicy;
+use scylla::policies::speculative_execution::SimpleSpeculativeExecutionPolicy;
+use scylla::policies::timestamp_generator::MonotonicTimestampGenerator;
+use scylla::statement::Consistency;
+use scylla::statement::batch::{Batch, BatchType};
+use scylla::statement::prepared::PreparedStatement;
+
+use crate::schema::{self, Replication, StoreUrl, TABLE};
+
+/// Records per single-partition batch (larger groups are split).
+const BATCH_ROWS: usize = 64;
+
+/// Connection and query settings.
+#[derive(Debug, Clone)]
+pub struct ScyllaOptions {
+    /// Consistency of reads (default `LOCAL_ONE`).
+    pub read_consistency: Consistency,
+    /// Consistency of writes (default `LOCAL_QUORUM`).
+    pub write_consistency: Consistency,
+    /// The local data center: requests go to its replicas only. `None`: any node.
+    pub local_dc: Option<String>,
+    /// Client-side timeout of one request.
+    pub request_timeout: Duration,
+    /// Timeout of opening a connection.
+    pub connect_timeout: Duration,
+    /// Send a second, speculative read to another replica after this long
+    /// (`None`: off). Only idempotent statements (all of Oka's) speculate.
+    pub speculative_delay: Option<Duration>,
+    /// Single-partition reads in flight per read call.
+    pub read_concurrency: usize,
+    /// Partition writes in flight per write call.
+    pub write_concurrency: usize,
+    /// Connections per shard (Cassandra: per node); ScyllaDB recommends 1.
+    pub connections_per_shard: usize,
+    /// Create the keyspace and table if missing (else they must exist).
+    pub create_schema: bool,
+    /// The keyspace's replication when `create_schema` creates it.
+    pub replication: Replication,
+}
+
+impl Default for ScyllaOptions {
+    fn default() -> Self {
+        Self {
+            read_consistency: Consistency::LocalOne,
+            write_consistency: Consistency::LocalQuorum,
+            local_dc: None,
+            request_timeout: Duration::from_millis(1000),
+            connect_timeout: Duration::from_secs(5),
+            speculative_delay: None,
+            read_concurrency: 128,
+            write_concurrency: 64,
+            connections_per_shard: 1,
+            create_schema: false,
+            replication: Replication::default(),
+        }
+    }
+}
+
+/// Parses a consistency level name (`local_one`, `LOCAL_QUORUM`, `one`, …).
+pub fn parse_consistency(s: &str) -> Result<Consistency, String> {
+    Ok(match s.to_ascii_lowercase().replace('-', "_").as_str() {
+        "any" => Consistency::Any,
+        "one" => Consistency::One,
+        "two" => Consistency::Two,
+        "three" => Consistency::Three,
+        "quorum" => Consistency::Quorum,
+        "all" => Consistency::All,
+        "local_one" => Consistency::LocalOne,
+        "local_quorum" => Consistency::LocalQuorum,
+        "each_quorum" => Consistency::EachQuorum,
+        _ => {
+            return Err(format!(
+                "unknown consistency `{s}` (local_one, local_quorum, one, quorum, all, …)"
+            ));
+        }
+    })
+}
+
+/// The prepared statements.
+#[derive(Debug)]
+struct Statements {
+    latest: PreparedStatement,
+    last_n: PreparedStatement,
+    range: PreparedStatement,
+    insert: PreparedStatement,
+    trim_scan: PreparedStatement,
+    trim: PreparedStatement,
+    health: PreparedStatement,
+}
+
+/// The ScyllaDB/Cassandra feature store.
+#[derive(Debug)]
+pub struct ScyllaStore {
+    session: Arc<Session>,
+    statements: Statements,
+    keyspace: String,
+    read_concurrency: usize,
+    write_concurrency: usize,
+}
+
+fn internal(message: impl Into<String>) -> StoreError {
+    StoreError::new(StoreErrorKind::Internal, message)
+}
+
+/// Maps a driver error to a store error kind.
+pub fn map_execution_error(e: &ExecutionError) -> StoreError {
+    let kind = match e {
+        ExecutionError::RequestTimeout(_) => StoreErrorKind::Timeout,
+        ExecutionError::EmptyPlan | ExecutionError::ConnectionPoolError(_) => {
+            StoreErrorKind::Unavailable
+        }
+        ExecutionError::LastAttemptError(attempt) => attempt_kind(attempt),
+        ExecutionError::PrepareError(p) => prepare_kind(p),
+        _ => StoreErrorKind::Internal,
+    };
+    tracing::debug!(error = %e, ?kind, "cql error");
+    StoreError::new(kind, format!("cql: {e}"))
+}
+
+fn attempt_kind(e: &RequestAttemptError) -> StoreErrorKind {
+    match e {
+        RequestAttemptError::DbError(db, _) => match db {
+            DbError::ReadTimeout { .. } | DbError::WriteTimeout { .. } => StoreErrorKind::Timeout,
+            DbError::Unavailable { .. }
+            | DbError::Overloaded
+            | DbError::IsBootstrapping
+            | DbError::ReadFailure { .. }
+            | DbError::WriteFailure { .. }
+            | DbError::RateLimitReached { .. } => StoreErrorKind::Unavailable,
+            _ => StoreErrorKind::Internal,
+        },
+        RequestAttemptError::BrokenConnectionError(_)
+        | RequestAttemptError::UnableToAllocStreamId => StoreErrorKind::Unavailable,
+        RequestAttemptError::CqlResultParseError(_)
+        | RequestAttemptError::CqlErrorParseError(_)
+        | RequestAttemptError::BodyExtensionsParseError(_)
+        | RequestAttemptError::UnexpectedResponse(_) => StoreErrorKind::Corrupt,
+        _ => StoreErrorKind::Internal,
+    }
+}
+
+fn prepare_kind(e: &PrepareError) -> StoreErrorKind {
+    match e {
+        PrepareError::ConnectionPoolError(_) => StoreErrorKind::Unavailable,
+        PrepareError::AllAttemptsFailed { first_attempt } => attempt_kind(first_attempt),
+        _ => StoreErrorKind::Internal,
+    }
+}
+
+fn map_session_error(e: &NewSessionError) -> StoreError {
+    let kind = match e {
+        NewSessionError::FailedToResolveAnyHostname(_)
+        | NewSessionError::EmptyKnownNodesList
+        | NewSessionError::MetadataError(_) => StoreErrorKind::Unavailable,
+        _ => StoreErrorKind::Internal,
+    };
+    StoreError::new(kind, format!("cql: {e}"))
+}
+
+fn map_prepare_error(e: &PrepareError) -> StoreError {
+    StoreError::new(prepare_kind(e), format!("cql: {e}"))
+}
+
+/// The history bound and the TTL in seconds (0: none) of a feature.
+fn retention(feature: &Feature) -> (i32, i32) {
+    let (history, ttl) = match feature.kind {
+        FeatureKind::Pipeline { history, ttl, .. } => (history.max(1), ttl),
+        FeatureKind::OnDemand { .. } => (DEFAULT_HISTORY, None),
+    };
+    // CQL TTLs are whole seconds, at most 20 years; round sub-second TTLs up.
+    let ttl_s = ttl.map_or(0, |t| {
+        let s = t.as_secs() + u64::from(t.subsec_nanos() > 0);
+        i32::try_from(s.clamp(1, 630_720_000)).unwrap_or(630_720_000)
+    });
+    (i32::try_from(history).unwrap_or(i32::MAX), ttl_s)
+}
+
+fn decode(feature: &Feature, bytes: &[u8]) -> Result<Row, StoreError> {
+    codec::decode_row(&feature.entity, bytes).map_err(|e| {
+        StoreError::new(
+            StoreErrorKind::Corrupt,
+            format!("feature `{}`: {e}", feature.name),
+        )
+    })
+}
+
+/// Records of one partition, deduplicated by event time (the last given wins, as
+/// an overwrite would), in their given order otherwise.
+fn group_by_key(records: &[(EntityKey, Row)]) -> Vec<(&EntityKey, Vec<&Row>)> {
+    let mut groups: Vec<(&EntityKey, Vec<&Row>)> = Vec::new();
+    let mut index = std::collections::HashMap::<&str, usize>::new();
+    for (key, row) in records {
+        let i = *index.entry(key.as_str()).or_insert_with(|| {
+            groups.push((key, Vec::new()));
+            groups.len() - 1
+        });
+        let rows = &mut groups[i].1;
+        match rows.iter_mut().find(|r| r.event_time == row.event_time) {
+            Some(existing) => *existing = row,
+            None => rows.push(row),
+        }
+    }
+    groups
+}
+
+impl ScyllaStore {
+    /// Connects to `url` (`scylla://[user:pass@]host[:port][,host…][/keyspace]`, or
+    /// `cassandra://…`), optionally creates the schema, and prepares the
+    /// statements. Fails if no node can be reached or the table is missing.
+    pub async fn connect(url: &str, options: ScyllaOptions) -> Result<Self, StoreError> {
+        let parsed = StoreUrl::parse(url).map_err(internal)?;
+        let mut policy = DefaultPolicy::builder()
+            .token_aware(true)
+            .permit_dc_failover(false);
+        if let Some(dc) = &options.local_dc {
+            policy = policy.prefer_datacenter(dc.clone());
+        }
+        let speculative = options.speculative_delay.map(|d| {
+            Arc::new(SimpleSpeculativeExecutionPolicy {
+                max_retry_count: 1,
+                retry_interval: d,
+            }) as _
+        });
+        let profile = ExecutionProfile::builder()
+            .load_balancing_policy(policy.build())
+            .consistency(options.read_consistency)
+            .request_timeout(Some(options.request_timeout))
+            .speculative_execution_policy(speculative)
+            .build();
+        let per_shard = NonZeroUsize::new(options.connections_per_shard.max(1))
+            .unwrap_or(NonZeroUsize::MIN);
+        let mut builder = SessionBuilder::new()
+            .known_nodes(&parsed.nodes)
+            .connection_timeout(options.connect_timeout)
+            .pool_size(PoolSize::PerShard(per_shard))
+            .default_execution_profile_handle(profile.into_handle())
+            // Client-side, strictly increasing write timestamps: of two writes of
+            // the same (key, event time) from this process, the later one wins.
+            .timestamp_generator(Arc::new(MonotonicTimestampGenerator::new()));
+        if let Some((user, password)) = &parsed.credentials {
+            builder = builder.user(user, password);
+        }
+        let session = builder.build().await.map_err(|e| map_session_error(&e))?;
+
+        if options.create_schema {
+            for stmt in schema::ddl(&parsed.keyspace, &options.replication) {
+                session
+                    .query_unpaged(stmt, ())
+                    .await
+                    .map_err(|e| map_execution_error(&e))?;
+            }
+            session.await_schema_agreement().await.map_err(|e| {
+                StoreError::new(
+                    StoreErrorKind::Unavailable,
+                    format!("cql: schema agreement: {e}"),
+                )
+            })?;
+        }
+
+        let ks = &parsed.keyspace;
+        let t = format!("{ks}.{TABLE}");
+        let pk = "feature = ? AND entity_key = ?";
+        let prepare = |cql: String, consistency: Consistency| {
+            let session = &session;
+            async move {
+                let mut ps = session.prepare(cql).await.map_err(|e| {
+                    let mut err = map_prepare_error(&e);
+                    if err.message.contains("unconfigured table")
+                        || err.message.contains("does not exist")
+                    {
+                        err.message = format!(
+                            "{}: create it with --store-create-schema, or run the DDL from `oka schema`",
+                            err.message
+                        );
+                    }
+                    err
+                })?;
+                ps.set_is_idempotent(true);
+                ps.set_consistency(consistency);
+                Ok::<_, StoreError>(ps)
+            }
+        };
+        let (r, w) = (options.read_consistency, options.write_consistency);
+        let statements = Statements {
+            latest: prepare(format!("SELECT record FROM {t} WHERE {pk} LIMIT 1"), r).await?,
+            last_n: prepare(format!("SELECT record FROM {t} WHERE {pk} LIMIT ?"), r).await?,
+            range: prepare(
+                format!(
+                    "SELECT record FROM {t} WHERE {pk} AND event_time >= ? AND event_time <= ? LIMIT ?"
+                ),
+                r,
+            )
+            .await?,
+            insert: prepare(
+                format!(
+                    "INSERT INTO {t} (feature, entity_key, event_time, record) VALUES (?, ?, ?, ?) USING TTL ?"
+                ),
+                w,
+            )
+            .await?,
+            trim_scan: prepare(format!("SELECT event_time FROM {t} WHERE {pk} LIMIT ?"), w).await?,
+            trim: prepare(
+                format!("DELETE FROM {t} WHERE {pk} AND event_time <= ?"),
+                w,
+            )
+            .await?,
+            health: prepare(
+                "SELECT release_version FROM system.local WHERE key = 'local'".to_owned(),
+                Consistency::One,
+            )
+            .await?,
+        };
+        Ok(Self {
+            session: Arc::new(session),
+            statements,
+            keyspace: parsed.keyspace,
+            read_concurrency: options.read_concurrency.max(1),
+            write_concurrency: options.write_concurrency.max(1),
+        })
+    }
+
+    /// The keyspace in use.
+    pub fn keyspace(&self) -> &str {
+        &self.keyspace
+    }
+
+    /// The rows of one partition for `query`, oldest first.
+    async fn read_one(
+        &self,
+        feature: &Feature,
+        key: &EntityKey,
+        query: &Query,
+        history: i32,
+    ) -> Result<Vec<Row>, StoreError> {
+        let (name, k) = (&*feature.name, key.as_str());
+        let s = &self.statements;
+        let result = match *query {
+            Query::Latest => self.session.execute_unpaged(&s.latest, (name, k)).await,
+            Query::LastN { n } => {
+                let n = i32::try_from(n).unwrap_or(i32::MAX).clamp(1, history);
+                self.session.execute_unpaged(&s.last_n, (name, k, n)).await
+            }
+            Query::Range { start, end } => {
+                if start.0 > end.0 {
+                    return Ok(Vec::new());
+                }
+                self.session
+                    .execute_unpaged(&s.range, (name, k, start.0, end.0, history))
+                    .await
+            }
+        }
+        .map_err(|e| map_execution_error(&e))?;
+        let rows = result.into_rows_result().map_err(|e| {
+            StoreError::new(StoreErrorKind::Corrupt, format!("cql: not rows: {e}"))
+        })?;
+        let mut out = Vec::with_capacity(rows.rows_num());
+        for row in rows
+            .rows::<(&[u8],)>()
+            .map_err(|e| StoreError::new(StoreErrorKind::Corrupt, format!("cql: {e}")))?
+        {
+            let (bytes,) =
+                row.map_err(|e| StoreError::new(StoreErrorKind::Corrupt, format!("cql: {e}")))?;
+            out.push(decode(feature, bytes)?);
+        }
+        // Stored newest first; answers are oldest first.
+        out.reverse();
+        Ok(out)
+    }
+
+    /// Writes one partition's records, then trims it to `history`.
+    async fn write_partition(
+        &self,
+        feature: &Feature,
+        key: &EntityKey,
+        rows: &[&Row],
+        history: i32,
+        ttl_s: i32,
+    ) -> Result<(), StoreError> {
+        let (name, k) = (&*feature.name, key.as_str());
+        let s = &self.statements;
+        for chunk in rows.chunks(BATCH_ROWS) {
+            let encoded: Vec<(i64, Vec<u8>)> = chunk
+                .iter()
+                .map(|r| (r.event_time.0, codec::encode_row(&feature.entity, r)))
+                .collect();
+            if let [(t, record)] = encoded.as_slice() {
+                self.session
+                    .execute_unpaged(&s.insert, (name, k, *t, record, ttl_s))
+                    .await
+                    .map_err(|e| map_execution_error(&e))?;
+            } else {
+                let mut batch = Batch::new(BatchType::Unlogged);
+                batch.set_is_idempotent(true);
+                batch.set_consistency(s.insert.get_consistency().unwrap_or(Consistency::LocalQuorum));
+                let mut values = Vec::with_capacity(encoded.len());
+                for (t, record) in &encoded {
+                    batch.append_statement(s.insert.clone());
+                    values.push((name, k, *t, record.as_slice(), ttl_s));
+                }
+                self.session
+                    .batch(&batch, values)
+                    .await
+                    .map_err(|e| map_execution_error(&e))?;
+            }
+        }
+        self.trim(name, k, history).await
+    }
+
+    /// Deletes all but the newest `history` records of one partition.
+    async fn trim(&self, name: &str, key: &str, history: i32) -> Result<(), StoreError> {
+        let s = &self.statements;
+        let scan = self
+            .session
+            .execute_unpaged(&s.trim_scan, (name, key, history.saturating_add(1)))
+            .await
+            .map_err(|e| map_execution_error(&e))?;
+        let rows = scan.into_rows_result().map_err(|e| {
+            StoreError::new(StoreErrorKind::Corrupt, format!("cql: not rows: {e}"))
+        })?;
+        let Some(cut) = rows
+            .rows::<(i64,)>()
+            .map_err(|e| StoreError::new(StoreErrorKind::Corrupt, format!("cql: {e}")))?
+            .nth(usize::try_from(history).unwrap_or(usize::MAX))
+        else {
+            return Ok(());
+        };
+        let (cut,) = cut.map_err(|e| StoreError::new(StoreErrorKind::Corrupt, format!("cql: {e}")))?;
+        self.session
+            .execute_unpaged(&s.trim, (name, key, cut))
+            .await
+            .map_err(|e| map_execution_error(&e))?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl FeatureStore for ScyllaStore {
+    fn backend(&self) -> &'static str {
+        "scylla"
+    }
+
+    async fn read(
+        &self,
+        feature: &Feature,
+        keys: &[EntityKey],
+        query: &Query,
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        let (history, _) = retention(feature);
+        if let [key] = keys {
+            return Ok(vec![self.read_one(feature, key, query, history).await?]);
+        }
+        // A window of `read_concurrency` reads, answers in key order.
+        let mut keys = keys.iter();
+        let mut out = Vec::with_capacity(keys.len());
+        let mut pending = FuturesOrdered::new();
+        for key in keys.by_ref().take(self.read_concurrency) {
+            pending.push_back(self.read_one(feature, key, query, history));
+        }
+        while let Some(rows) = pending.next().await {
+            out.push(rows?);
+            if let Some(key) = keys.next() {
+                pending.push_back(self.read_one(feature, key, query, history));
+            }
+        }
+        Ok(out)
+    }
+
+    async fn write(
+        &self,
+        feature: &Feature,
+        records: &[(EntityKey, Row)],
+    ) -> Result<(), StoreError> {
+        let (history, ttl_s) = retention(feature);
+        let groups = group_by_key(records);
+        // A window of `write_concurrency` partitions; the first error ends the call
+        // (partitions already written stay written: writes are idempotent).
+        let mut groups = groups.iter();
+        let mut pending = FuturesUnordered::new();
+        for (key, rows) in groups.by_ref().take(self.write_concurrency) {
+            pending.push(self.write_partition(feature, key, rows, history, ttl_s));
+        }
+        while let Some(done) = pending.next().await {
+            done?;
+            if let Some((key, rows)) = groups.next() {
+                pending.push(self.write_partition(feature, key, rows, history, ttl_s));
+            }
+        }
+        Ok(())
+    }
+
+    async fn health(&self) -> Result<(), StoreError> {
+        self.session
+            .execute_unpaged(&self.statements.health, ())
+            .await
+            .map_err(|e| map_execution_error(&e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use oka_core::{Timestamp, Value};
+
+    #[test]
+    fn consistency_names() {
+        assert_eq!(parse_consistency("local_one").unwrap(), Consistency::LocalOne);
+        assert_eq!(
+            parse_consistency("LOCAL-QUORUM").unwrap(),
+            Consistency::LocalQuorum
+        );
+        assert!(parse_consistency("local").is_err());
+    }
+
+    #[test]
+    fn groups_keep_order_and_the_last_of_a_duplicate_time() {
+        let k = |s: &str| EntityKey::encode(&[Value::from(s)]);
+        let r = |t: i64, v: f64| Row::new(Timestamp(t), vec![Value::Float(v)]);
+        let records = vec![
+            (k("b"), r(1, 1.0)),
+            (k("a"), r(1, 2.0)),
+            (k("b"), r(2, 3.0)),
+            (k("b"), r(1, 4.0)),
+        ];
+        let groups = group_by_key(&records);
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].0.as_str(), k("b").as_str());
+        let vals: Vec<_> = groups[0].1.iter().map(|r| r.columns[0].clone()).collect();
+        assert_eq!(vals, [Value::Float(4.0), Value::Float(3.0)]);
+        assert_eq!(groups[1].1.len(), 1);
+    }
+}

@@ -1,0 +1,34 @@
+//! Finding the CQL test server.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use oka_scylla::{ScyllaOptions, ScyllaStore};
+
+/// The test node's URL (`OKA_TEST_CQL_URL`, e.g. `cassandra://127.0.0.1:9042/oka_test`,
+/// set by `.ci/run`, which starts Cassandra). Without it the CQL tests are skipped,
+/// unless `OKA_REQUIRE_CQL=1` (set by `.ci/run`) makes a missing node a failure.
+pub fn cql_url() -> Option<String> {
+    match std::env::var("OKA_TEST_CQL_URL") {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var("OKA_REQUIRE_CQL").as_deref() != Ok("1"),
+                "OKA_REQUIRE_CQL=1 but OKA_TEST_CQL_URL is not set"
+            );
+            eprintln!("OKA_TEST_CQL_URL not set: skipping ScyllaDB/Cassandra tests");
+            None
+        }
+    }
+}
+
+/// Connects, creating the keyspace and table if missing.
+pub async fn connect(url: &str) -> ScyllaStore {
+    ScyllaStore::connect(
+        url,
+        ScyllaOptions {
+            create_schema: true,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
+}
