@@ -2,8 +2,10 @@
 # Start a single-node Apache Cassandra 5.0 on 127.0.0.1 for the CQL backend's tests.
 #
 #   .ci/cassandra.sh start DIR PORT   fetch cassandra-all + deps from Maven Central (into DIR,
-#                                     inside the clone), write a minimal config, start the
-#                                     node in the background; prints its PID to DIR/pid
+#                                     inside the clone), write a minimal config, start a
+#                                     fresh node (empty data) in the background; its PID
+#                                     goes to DIR/pid; storage port PORT+1
+#   .ci/cassandra.sh restart DIR PORT start again on the data already in DIR
 #   .ci/cassandra.sh wait DIR PORT    wait until the node answers CQL (up to 180 s)
 #
 # Maven Central publishes `cassandra-all` (and its dependencies) for 5.0.x but not the
@@ -15,6 +17,10 @@ version=${OKA_CASSANDRA_VERSION:-5.0.6}
 here=$(cd "$(dirname "$0")" && pwd)
 
 start() {
+  if [[ -f "$dir/pid" ]] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+    echo "cassandra: a node from $dir is still running (pid $(cat "$dir/pid")); stop it first" >&2
+    exit 1
+  fi
   mkdir -p "$dir/conf" "$dir/data"
   if [[ ! -f "$dir/lib/cassandra-all-$version.jar" ]]; then
     echo "cassandra: fetching cassandra-all $version and its dependencies (Maven Central)"
@@ -32,7 +38,7 @@ start() {
     -Xms768m -Xmx768m -Xmn128m -Xss512k
     -XX:+UseG1GC -XX:+ParallelRefProcEnabled -XX:MaxTenuringThreshold=1 -XX:G1HeapRegionSize=16m
     -XX:G1RSetUpdatingPauseTimePercent=5 -XX:MaxGCPauseMillis=300 -XX:InitiatingHeapOccupancyPercent=70
-    -XX:+UseStringDeduplication -XX:ActiveProcessorCount=2
+    -XX:+UseStringDeduplication -XX:ActiveProcessorCount=2 -XX:+ExitOnOutOfMemoryError
     -Djdk.attach.allowAttachSelf=true
     --add-exports java.base/jdk.internal.misc=ALL-UNNAMED
     --add-exports java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED
@@ -98,7 +104,8 @@ wait_ready() {
 }
 
 case $cmd in
-start) start ;;
+start) rm -rf "$dir/data" && start ;;
+restart) start ;;
 wait) wait_ready ;;
-*) echo "usage: $0 start|wait DIR PORT" >&2; exit 2 ;;
+*) echo "usage: $0 start|restart|wait DIR PORT" >&2; exit 2 ;;
 esac

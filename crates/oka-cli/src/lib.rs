@@ -62,6 +62,17 @@ enum Command {
     Source(SourceCommand),
     /// Print the demo spec.
     DemoSpec,
+    /// Print the CQL schema (keyspace and table) of a ScyllaDB/Cassandra store, for
+    /// operators who manage DDL themselves (`oka serve --store-create-schema`
+    /// applies the same statements).
+    Schema {
+        /// The store URL, `scylla://…/keyspace` or `cassandra://…/keyspace`.
+        #[arg(long, env = "OKA_STORE")]
+        store: String,
+        /// The keyspace's replication: `simple:RF` or `DC:RF[,DC:RF…]`.
+        #[arg(long, env = "OKA_STORE_REPLICATION", default_value = "simple:1", value_parser = oka_scylla::Replication::parse)]
+        store_replication: oka_scylla::Replication,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -173,6 +184,22 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             print!("{DEMO_SPEC}");
             Ok(ExitCode::SUCCESS)
         }
+        Command::Schema {
+            store,
+            store_replication,
+        } => {
+            let url = oka_scylla::StoreUrl::parse(&store).map_err(|e| anyhow::anyhow!(e))?;
+            println!(
+                "-- Oka's CQL schema for keyspace `{}` (replication {})",
+                url.keyspace,
+                store_replication.cql()
+            );
+            print!(
+                "{}",
+                oka_scylla::schema::ddl_script(&url.keyspace, &store_replication)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Validate { spec } => {
             let origin = spec.display().to_string();
             let yaml =
@@ -249,7 +276,8 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
 
 fn init_logs(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("OKA_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // The CQL driver logs every connection at info; keep its warnings only.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,scylla=warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Result, bail};
 use oka_redis::{RedisOptions, RedisStore};
+use oka_scylla::{Consistency, Replication, ScyllaOptions, ScyllaStore};
 use oka_storage::{FeatureStore, MemoryStore};
 
 /// How to reach the store.
@@ -13,7 +14,8 @@ use oka_storage::{FeatureStore, MemoryStore};
 pub struct StoreArgs {
     /// The store URL: `memory://`, `redis://[user:pass@]host:port[/db]`,
     /// `redis-cluster://host:port[?node=host:port…]`, `redis-sentinel://…`; `rediss…`
-    /// for TLS.
+    /// for TLS; `scylla://[user:pass@]host[:port][,host…][/keyspace]` (or
+    /// `cassandra://…`) for ScyllaDB/Cassandra.
     #[arg(
         long,
         env = "OKA_STORE",
@@ -27,9 +29,10 @@ pub struct StoreArgs {
     /// Timeout of connecting to the store, milliseconds.
     #[arg(long, env = "OKA_STORE_CONNECT_TIMEOUT_MS", default_value_t = 5000)]
     pub store_connect_timeout_ms: u64,
-    /// Connections to the store.
-    #[arg(long, env = "OKA_STORE_POOL_SIZE", default_value_t = 4)]
-    pub store_pool_size: usize,
+    /// Connections to the store (Redis: the pool, default 4; CQL: per shard, or per
+    /// node on Cassandra, default 1).
+    #[arg(long, env = "OKA_STORE_POOL_SIZE")]
+    pub store_pool_size: Option<usize>,
     /// Prefix of every key the store writes.
     #[arg(long, env = "OKA_STORE_KEY_PREFIX", default_value = "oka:")]
     pub store_key_prefix: String,
@@ -37,6 +40,41 @@ pub struct StoreArgs {
     /// system's.
     #[arg(long, env = "OKA_STORE_TLS_CA_FILE")]
     pub store_tls_ca_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub cql: CqlArgs,
+}
+
+/// Options of the ScyllaDB/Cassandra store (`scylla://`, `cassandra://`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct CqlArgs {
+    /// CQL: consistency of reads (`local_one`, `local_quorum`, `one`, `quorum`, …).
+    #[arg(long, env = "OKA_STORE_READ_CONSISTENCY", default_value = "local_one", value_parser = oka_scylla::parse_consistency)]
+    pub store_read_consistency: Consistency,
+    /// CQL: consistency of writes.
+    #[arg(long, env = "OKA_STORE_WRITE_CONSISTENCY", default_value = "local_quorum", value_parser = oka_scylla::parse_consistency)]
+    pub store_write_consistency: Consistency,
+    /// CQL: the local data center; requests go only to its nodes (token-aware within
+    /// it). Unset: any node.
+    #[arg(long, env = "OKA_STORE_LOCAL_DC")]
+    pub store_local_dc: Option<String>,
+    /// CQL: send one speculative read to another replica after this many
+    /// milliseconds without an answer (0: off).
+    #[arg(long, env = "OKA_STORE_SPECULATIVE_MS", default_value_t = 0)]
+    pub store_speculative_ms: u64,
+    /// CQL: single-partition reads in flight per feature read.
+    #[arg(long, env = "OKA_STORE_READ_CONCURRENCY", default_value_t = ScyllaOptions::default().read_concurrency)]
+    pub store_read_concurrency: usize,
+    /// CQL: partition writes in flight per write batch.
+    #[arg(long, env = "OKA_STORE_WRITE_CONCURRENCY", default_value_t = ScyllaOptions::default().write_concurrency)]
+    pub store_write_concurrency: usize,
+    /// CQL: create the keyspace and table if missing (else they must exist; see
+    /// `oka schema`).
+    #[arg(long, env = "OKA_STORE_CREATE_SCHEMA")]
+    pub store_create_schema: bool,
+    /// CQL: the keyspace's replication when created: `simple:RF` or
+    /// `DC:RF[,DC:RF…]` (NetworkTopologyStrategy; production: 3 per DC).
+    #[arg(long, env = "OKA_STORE_REPLICATION", default_value = "simple:1", value_parser = Replication::parse)]
+    pub store_replication: Replication,
 }
 
 /// Opens the store described by `args`.
@@ -48,7 +86,7 @@ pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
         "redis" | "rediss" | "redis-cluster" | "rediss-cluster" | "redis-sentinel"
         | "rediss-sentinel" => {
             let options = RedisOptions {
-                pool_size: args.store_pool_size,
+                pool_size: args.store_pool_size.unwrap_or(4),
                 command_timeout: Duration::from_millis(args.store_timeout_ms),
                 connect_timeout: Duration::from_millis(args.store_connect_timeout_ms),
                 key_prefix: args.store_key_prefix.clone(),
@@ -59,8 +97,29 @@ pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
                 .map_err(|e| anyhow::anyhow!("connecting to {}: {}", redact(url), e.message))?;
             Ok(Arc::new(store))
         }
+        "scylla" | "cassandra" => {
+            let cql = &args.cql;
+            let options = ScyllaOptions {
+                read_consistency: cql.store_read_consistency,
+                write_consistency: cql.store_write_consistency,
+                local_dc: cql.store_local_dc.clone(),
+                request_timeout: Duration::from_millis(args.store_timeout_ms),
+                connect_timeout: Duration::from_millis(args.store_connect_timeout_ms),
+                speculative_delay: (cql.store_speculative_ms > 0)
+                    .then(|| Duration::from_millis(cql.store_speculative_ms)),
+                read_concurrency: cql.store_read_concurrency,
+                write_concurrency: cql.store_write_concurrency,
+                connections_per_shard: args.store_pool_size.unwrap_or(1),
+                create_schema: cql.store_create_schema,
+                replication: cql.store_replication.clone(),
+            };
+            let store = ScyllaStore::connect(url, options)
+                .await
+                .map_err(|e| anyhow::anyhow!("connecting to {}: {}", redact(url), e.message))?;
+            Ok(Arc::new(store))
+        }
         other => bail!(
-            "unsupported store URL scheme `{other}://` (this build supports memory://, redis[s]://, redis[s]-cluster://, redis[s]-sentinel://)"
+            "unsupported store URL scheme `{other}://` (this build supports memory://, redis[s]://, redis[s]-cluster://, redis[s]-sentinel://, scylla://, cassandra://)"
         ),
     }
 }
@@ -95,9 +154,19 @@ mod tests {
             store: url.to_owned(),
             store_timeout_ms: 100,
             store_connect_timeout_ms: 300,
-            store_pool_size: 1,
+            store_pool_size: Some(1),
             store_key_prefix: "oka:".to_owned(),
             store_tls_ca_file: None,
+            cql: CqlArgs {
+                store_read_consistency: oka_scylla::parse_consistency("local_one").unwrap(),
+                store_write_consistency: oka_scylla::parse_consistency("local_quorum").unwrap(),
+                store_local_dc: None,
+                store_speculative_ms: 0,
+                store_read_concurrency: 8,
+                store_write_concurrency: 8,
+                store_create_schema: false,
+                store_replication: Replication::default(),
+            },
         }
     }
 

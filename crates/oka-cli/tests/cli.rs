@@ -234,32 +234,17 @@ fn ingest_reports_rejections_and_exits_non_zero() {
     );
 }
 
-/// The seed workload end to end on Redis: `oka ingest` of 10,000 rows, then
-/// `oka serve` answers from them. Needs `OKA_TEST_REDIS_URL` (set by `.ci/run`).
-#[test]
-fn ingest_then_serve_from_redis() {
-    let Ok(url) = std::env::var("OKA_TEST_REDIS_URL") else {
-        assert!(
-            std::env::var("OKA_REQUIRE_REDIS").as_deref() != Ok("1"),
-            "OKA_TEST_REDIS_URL not set"
-        );
-        eprintln!("OKA_TEST_REDIS_URL not set: skipping");
-        return;
-    };
-    let prefix = format!("oka-cli-test-{}:", std::process::id());
-    let spec = tmp_file("seed-redis.yaml", SEED_SPEC);
+/// The seed workload end to end: `oka ingest` of 10,000 rows into `store`, then
+/// `oka serve` answers from them. `ingest_args` go to ingest only, `store_args` to
+/// both.
+fn ingest_then_serve(store: &str, store_args: &[&str], ingest_args: &[&str]) {
+    let spec = tmp_file("seed-store.yaml", SEED_SPEC);
     let data = seed_file("seed.jsonl", 10_000);
     let out = Command::new(OKA)
-        .args([
-            "ingest",
-            "--feature",
-            "test_feature",
-            "--store",
-            &url,
-            "--store-key-prefix",
-            &prefix,
-            "--spec",
-        ])
+        .args(["ingest", "--feature", "test_feature", "--store", store])
+        .args(store_args)
+        .args(ingest_args)
+        .arg("--spec")
         .arg(&spec)
         .arg("--file")
         .arg(&data)
@@ -274,23 +259,13 @@ fn ingest_then_serve_from_redis() {
     assert!(stdout.contains("wrote 10000 records"), "{stdout}");
 
     let spec_arg = spec.display().to_string();
+    let mut args = vec!["--workers", "2", "--store", store, "--spec", &spec_arg];
+    args.extend_from_slice(store_args);
     let Oka {
         server: _server,
         addr,
         ..
-    } = start_oka(
-        &[
-            "--workers",
-            "2",
-            "--store",
-            &url,
-            "--store-key-prefix",
-            &prefix,
-            "--spec",
-            &spec_arg,
-        ],
-        None,
-    );
+    } = start_oka(&args, None);
     let seed = r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-9999"},{"id":"test-id-21"},{"id":"test-id-10000"}],"udf_args":{"simple_feature":{"multiplier":2.0}}}"#;
     let (status, body) = http(addr, "POST", "/v1/features", seed).unwrap();
     assert_eq!(status, 200, "{body}");
@@ -298,6 +273,44 @@ fn ingest_then_serve_from_redis() {
     assert_eq!(v["results"]["simple_feature"][0][0]["value"], 19998.0);
     assert_eq!(v["results"]["simple_feature"][1][0]["value"], 42.0);
     assert_eq!(v["statuses"]["simple_feature"][2], "missing");
+}
+
+/// A service URL from `var`, or `None` (skip) unless `require` is set to 1.
+fn service_url(var: &str, require: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var(require).as_deref() != Ok("1"),
+                "{require}=1 but {var} is not set"
+            );
+            eprintln!("{var} not set: skipping");
+            None
+        }
+    }
+}
+
+/// The seed workload on Redis. Needs `OKA_TEST_REDIS_URL` (set by `.ci/run`).
+#[test]
+fn ingest_then_serve_from_redis() {
+    let Some(url) = service_url("OKA_TEST_REDIS_URL", "OKA_REQUIRE_REDIS") else {
+        return;
+    };
+    let prefix = format!("oka-cli-test-{}:", std::process::id());
+    ingest_then_serve(&url, &["--store-key-prefix", &prefix], &[]);
+}
+
+/// The seed workload on Cassandra (ScyllaDB's driver): ingest creates the schema in
+/// a keyspace of this run's own, serve finds it. Needs `OKA_TEST_CQL_URL` (set by
+/// `.ci/run`, which starts Cassandra 5).
+#[test]
+fn ingest_then_serve_from_cassandra() {
+    let Some(url) = service_url("OKA_TEST_CQL_URL", "OKA_REQUIRE_CQL") else {
+        return;
+    };
+    let base = url.rsplit_once('/').map_or(url.as_str(), |(b, _)| b);
+    let store = format!("{base}/oka_cli_{}", std::process::id());
+    ingest_then_serve(&store, &[], &["--store-create-schema"]);
 }
 
 /// SIGHUP reloads the spec file: a valid change shows in answers; an invalid one is

@@ -24,7 +24,6 @@ use oka_core::registry::{DEFAULT_HISTORY, FeatureKind};
 use oka_core::{EntityKey, Feature, Query, Row};
 use oka_storage::{FeatureStore, StoreError, StoreErrorKind, codec};
 
-
 /// Commands per write pipeline.
 const WRITE_CHUNK: usize = 1000;
 

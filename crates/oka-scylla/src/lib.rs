@@ -12,4 +12,4 @@ pub mod schema;
 pub mod store;
 
 pub use schema::{Replication, StoreUrl};
-pub use store::{ScyllaOptions, ScyllaStore, parse_consistency};
+pub use store::{Consistency, ScyllaOptions, ScyllaStore, parse_consistency};

@@ -220,7 +220,7 @@ pub fn ddl(keyspace: &str, replication: &Replication) -> Vec<String> {
              record blob,\n    \
              PRIMARY KEY ((feature, entity_key), event_time)\n\
              ) WITH CLUSTERING ORDER BY (event_time DESC)\n    \
-             AND compaction = {{'class': 'SizeTieredCompactionStrategy'}}\n    \
+             AND compaction = {{'class': 'LeveledCompactionStrategy'}}\n    \
              AND caching = {{'keys': 'ALL', 'rows_per_partition': '1'}}\n    \
              AND comment = 'Oka pipeline features: a partition per (feature, entity key), newest first'"
         ),
@@ -271,7 +271,10 @@ mod tests {
 
     #[test]
     fn replication_parses_and_renders() {
-        assert_eq!(Replication::parse("simple:3").unwrap(), Replication::Simple(3));
+        assert_eq!(
+            Replication::parse("simple:3").unwrap(),
+            Replication::Simple(3)
+        );
         let nts = Replication::parse("dc1:3, eu-west-1:2").unwrap();
         assert_eq!(
             nts.cql(),

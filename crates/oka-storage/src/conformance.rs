@@ -281,6 +281,19 @@ pub async fn history_is_bounded(store: &dyn FeatureStore) {
         "{}: history bound",
         store.backend()
     );
+    // A range reaching past the bound sees only the records kept.
+    let q = Query::Range {
+        start: Timestamp(0),
+        end: Timestamp(12_000),
+    };
+    let got = store.read(f, std::slice::from_ref(&k), &q).await.unwrap();
+    let expected: Vec<f64> = (6..=12).map(|i| i as f64).collect();
+    assert_eq!(
+        values(&got[0]),
+        expected,
+        "{}: range over the history bound",
+        store.backend()
+    );
 }
 
 /// Key values with separators, escapes, spaces and non-ASCII stay distinct.
