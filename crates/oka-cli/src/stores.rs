@@ -40,6 +40,10 @@ pub struct StoreArgs {
     /// system's.
     #[arg(long, env = "OKA_STORE_TLS_CA_FILE")]
     pub store_tls_ca_file: Option<std::path::PathBuf>,
+    /// Redis: give each serving worker a connection of its own, driven by its own
+    /// thread (`false`: all workers share the pool, driven by the main thread).
+    #[arg(long, env = "OKA_STORE_WORKER_CONNECTIONS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub store_worker_connections: bool,
     #[command(flatten)]
     pub cql: CqlArgs,
 }
@@ -91,6 +95,7 @@ pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
                 connect_timeout: Duration::from_millis(args.store_connect_timeout_ms),
                 key_prefix: args.store_key_prefix.clone(),
                 tls_ca_file: args.store_tls_ca_file.clone(),
+                per_worker: args.store_worker_connections,
             };
             let store = RedisStore::connect(url, options)
                 .await
@@ -157,6 +162,7 @@ mod tests {
             store_pool_size: Some(1),
             store_key_prefix: "oka:".to_owned(),
             store_tls_ca_file: None,
+            store_worker_connections: true,
             cql: CqlArgs {
                 store_read_consistency: oka_scylla::parse_consistency("local_one").unwrap(),
                 store_write_consistency: oka_scylla::parse_consistency("local_quorum").unwrap(),

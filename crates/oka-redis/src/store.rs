@@ -60,6 +60,10 @@ pub struct RedisOptions {
     pub key_prefix: String,
     /// For `rediss://`: PEM file of the CA(s) to trust instead of the system's.
     pub tls_ca_file: Option<std::path::PathBuf>,
+    /// Give each serving worker a connection of its own, driven by the worker's
+    /// runtime ([`FeatureStore::for_worker`]); otherwise every worker's commands go
+    /// through the pool's connections, driven by the runtime that connected it.
+    pub per_worker: bool,
 }
 
 impl Default for RedisOptions {
@@ -70,6 +74,7 @@ impl Default for RedisOptions {
             connect_timeout: Duration::from_secs(5),
             key_prefix: "oka:".to_owned(),
             tls_ca_file: None,
+            per_worker: true,
         }
     }
 }
@@ -80,6 +85,9 @@ pub struct RedisStore {
     clustered: bool,
     prefix: String,
     script: Script,
+    /// How to connect again (for per-worker clients).
+    url: String,
+    options: RedisOptions,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -164,6 +172,15 @@ impl RedisStore {
     /// `options.tls_ca_file`) and loads the write script. Fails if the server cannot
     /// be reached.
     pub async fn connect(url: &str, options: RedisOptions) -> Result<Self, StoreError> {
+        let pool_size = options.pool_size;
+        Self::connect_pool(url, options, pool_size).await
+    }
+
+    async fn connect_pool(
+        url: &str,
+        options: RedisOptions,
+        pool_size: usize,
+    ) -> Result<Self, StoreError> {
         let scheme = url.split_once("://").map_or("", |(s, _)| s);
         if !SCHEMES.contains(&scheme) {
             return Err(StoreError::new(
@@ -204,7 +221,7 @@ impl RedisStore {
             })
             .set_policy(ReconnectPolicy::new_exponential(0, 100, 2_000, 2));
         let pool = builder
-            .build_pool(options.pool_size.max(1))
+            .build_pool(pool_size.max(1))
             .map_err(|e| map_error(&e))?;
         pool.init().await.map_err(|e| map_error(&e))?;
         let script = Script::from_lua(WRITE_SCRIPT);
@@ -214,8 +231,10 @@ impl RedisStore {
         Ok(Self {
             pool,
             clustered,
-            prefix: options.key_prefix,
+            prefix: options.key_prefix.clone(),
             script,
+            url: url.to_owned(),
+            options,
         })
     }
 
@@ -236,7 +255,7 @@ impl RedisStore {
         chunk: &[(EntityKey, Row)],
     ) -> Result<(), FredError> {
         let (bound, ttl_ms) = retention(feature);
-        let client = self.pool.next().with_options(&self.options());
+        let client = self.pool.next().with_options(&self.fail_fast());
         let calls = chunk.iter().map(|(key, row)| {
             let keys = vec![self.key(feature, key, "l"), self.key(feature, key, "h")];
             let args: Vec<RedisValue> = vec![
@@ -258,7 +277,7 @@ impl RedisStore {
 
     /// Commands fail at once while the connection is down, rather than queueing
     /// until it returns.
-    fn options(&self) -> Options {
+    fn fail_fast(&self) -> Options {
         Options {
             fail_fast: true,
             ..Default::default()
@@ -314,7 +333,7 @@ impl FeatureStore for RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let client = self.pool.next().with_options(&self.options());
+        let client = self.pool.next().with_options(&self.fail_fast());
         let replies: Vec<RedisValue> = match *query {
             Query::Latest if !self.clustered => {
                 let names: Vec<String> = keys.iter().map(|k| self.key(feature, k, "l")).collect();
@@ -399,8 +418,18 @@ impl FeatureStore for RedisStore {
         Ok(())
     }
 
+    /// One connection of the worker's own (fred pipelines a worker's concurrent
+    /// commands on it), driven by the worker's runtime.
+    async fn for_worker(&self) -> Result<Option<std::sync::Arc<dyn FeatureStore>>, StoreError> {
+        if !self.options.per_worker {
+            return Ok(None);
+        }
+        let store = Self::connect_pool(&self.url, self.options.clone(), 1).await?;
+        Ok(Some(std::sync::Arc::new(store)))
+    }
+
     async fn health(&self) -> Result<(), StoreError> {
-        let client = self.pool.next().with_options(&self.options());
+        let client = self.pool.next().with_options(&self.fail_fast());
         let _: RedisValue = client.ping(None).await.map_err(|e| map_error(&e))?;
         Ok(())
     }

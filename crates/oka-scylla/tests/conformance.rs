@@ -9,7 +9,7 @@ use oka_scylla::{ScyllaOptions, ScyllaStore};
 use oka_storage::{FeatureStore, StoreErrorKind};
 
 #[tokio::test]
-async fn cql_passes_the_conformance_suite() {
+async fn scylla_backend_passes_the_conformance_suite() {
     let Some(url) = common::cql_url() else {
         return;
     };

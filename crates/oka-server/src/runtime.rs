@@ -132,10 +132,19 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
     }
 }
 
+/// What a server thread serves.
+enum App {
+    /// A worker: its router is built on its runtime, after it opened its own store
+    /// handle.
+    Worker(AppState),
+    /// A ready router (the admin server).
+    Ready(axum::Router),
+}
+
 fn spawn_server(
     name: String,
     listener: TcpListener,
-    app: axum::Router,
+    app: App,
     core: Option<core_affinity::CoreId>,
     stop: watch::Receiver<bool>,
 ) -> io::Result<JoinHandle<()>> {
@@ -158,6 +167,10 @@ fn spawn_server(
                 }
             };
             rt.block_on(async move {
+                let app = match app {
+                    App::Worker(state) => router(state.with_worker_store().await),
+                    App::Ready(app) => app,
+                };
                 let listener = match tokio::net::TcpListener::from_std(listener) {
                     Ok(l) => l,
                     Err(e) => {
@@ -206,11 +219,10 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
                 if let Some(c) = core {
                     pinned.push(c.id);
                 }
-                let app = router(AppState::new(Arc::clone(&shared), i));
                 threads.push(spawn_server(
                     format!("oka-worker-{i}"),
                     listener,
-                    app,
+                    App::Worker(AppState::new(Arc::clone(&shared), i)),
                     core,
                     rx.clone(),
                 )?);
@@ -256,7 +268,13 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
         }
     };
     let admin_app = admin_router(AppState::admin(Arc::clone(&shared)));
-    let admin = spawn_server("oka-admin".to_owned(), admin, admin_app, None, admin_rx)?;
+    let admin = spawn_server(
+        "oka-admin".to_owned(),
+        admin,
+        App::Ready(admin_app),
+        None,
+        admin_rx,
+    )?;
     info!(%addr, %admin_addr, "serving");
     Ok(Running {
         addr,

@@ -111,7 +111,7 @@ pub async fn features(
         .flat_map(|g| g.fetches.iter())
         .map(|f| async move {
             let t = Instant::now();
-            let r = shared
+            let r = state
                 .store
                 .read(registry.feature(f.feature), &f.keys, &f.query)
                 .await;

@@ -252,6 +252,9 @@ impl SharedBuilder {
 pub struct AppState {
     /// Shared state.
     pub shared: Arc<Shared>,
+    /// The store this worker reads from: its own handle
+    /// ([`FeatureStore::for_worker`]) or the shared one.
+    pub store: Arc<dyn FeatureStore>,
     /// This worker's counters.
     pub worker: Arc<WorkerCounters>,
     /// `"host/worker"` as a JSON string (native API).
@@ -277,16 +280,33 @@ impl AppState {
         let server_id = serde_json::Value::String(format!("{}/{worker}", shared.host)).to_string();
         Self {
             worker: shared.worker(worker),
+            store: Arc::clone(&shared.store),
             shared,
             server_id: server_id.into(),
             volga_server_id: (worker + 1).to_string().into(),
         }
     }
 
+    /// Switches this worker to a store handle of its own if the backend offers one
+    /// (call on the worker's runtime); on failure it keeps the shared store.
+    pub async fn with_worker_store(mut self) -> Self {
+        match self.shared.store.for_worker().await {
+            Ok(Some(store)) => self.store = store,
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                worker = %self.server_id,
+                error = %e,
+                "could not open a store client for this worker; it shares the main one"
+            ),
+        }
+        self
+    }
+
     /// State for the admin server: not a worker, so not in the worker metrics.
     pub fn admin(shared: Arc<Shared>) -> Self {
         Self {
             worker: Arc::new(WorkerCounters::default()),
+            store: Arc::clone(&shared.store),
             server_id: serde_json::Value::String(format!("{}/admin", shared.host))
                 .to_string()
                 .into(),

@@ -80,4 +80,13 @@ pub trait FeatureStore: Send + Sync + fmt::Debug + 'static {
 
     /// Whether the store can serve.
     async fn health(&self) -> Result<(), StoreError>;
+
+    /// A handle of the store for one worker, called once on the worker's own
+    /// runtime as it starts. A backend whose client runs connection tasks on the
+    /// runtime that connects it (Redis) returns a client of the worker's own, so a
+    /// worker's reads never wake another thread. `None` (the default): the worker
+    /// shares this store.
+    async fn for_worker(&self) -> Result<Option<std::sync::Arc<dyn FeatureStore>>, StoreError> {
+        Ok(None)
+    }
 }
