@@ -12,7 +12,8 @@
 #   4. batch100 closed  closed loop, 100 keys per request
 # Writes benches/load/out/results.json and benches/load/out/results.md.
 # Everything binds 127.0.0.1 only. Env overrides: DURATION, CONNS, WORKERS, OKA_PORT,
-# ADMIN_PORT, CEILING_PORT, REDIS_PORT, STORES, SKIP_BUILD=1.
+# ADMIN_PORT, CEILING_PORT, REDIS_PORT, STORES, SKIP_BUILD=1, OKA_ARGS (extra `oka serve`
+# flags, e.g. OKA_ARGS="--store-worker-connections false").
 set -euo pipefail
 command -v jq >/dev/null || { echo "run.sh needs jq (apt-get install -y jq)" >&2; exit 2; }
 
@@ -92,7 +93,7 @@ for store in $STORES; do
         url="redis://127.0.0.1:$REDIS_PORT"
     fi
     "$BIN/oka" serve --demo --workers "$WORKERS" --store "$url" --listen "127.0.0.1:$OKA_PORT" \
-        --admin-listen "127.0.0.1:$ADMIN_PORT" --log-format text 2>"$OUT/oka-$store.log" &
+        --admin-listen "127.0.0.1:$ADMIN_PORT" --log-format text ${OKA_ARGS:-} 2>"$OUT/oka-$store.log" &
     OKA_PID=$!
     PIDS+=("$OKA_PID")
     wait_for "http://127.0.0.1:$ADMIN_PORT/readyz"
