@@ -233,12 +233,10 @@ impl RowBuilder<'_> {
             .column_index(field)
             .ok_or_else(|| UdfError::NoSuch(field.to_owned()))?;
         let ty = &self.entity.columns[i].ty;
-        let value = value.into();
-        let got = format!("{value:?}");
-        let value = ty.coerce(value).ok_or_else(|| UdfError::Type {
+        let value = ty.try_coerce(value.into()).map_err(|v| UdfError::Type {
             name: field.to_owned(),
             expected: "the field's type",
-            got,
+            got: format!("{v:?}"),
         })?;
         if i == self.entity.timestamp_index
             && let Value::Timestamp(t) = value

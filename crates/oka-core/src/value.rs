@@ -110,15 +110,24 @@ impl FieldType {
     /// Converts `value` to this type where that loses nothing (int → float, and
     /// the same inside lists); `None` when the value is not of this type.
     pub fn coerce(&self, value: Value) -> Option<Value> {
+        self.try_coerce(value).ok()
+    }
+
+    /// [`coerce`](Self::coerce), giving the value back when it is not of this type
+    /// (so a caller can describe it without a copy made in advance).
+    pub fn try_coerce(&self, value: Value) -> Result<Value, Value> {
         match (self, value) {
-            (_, Value::Null) => Some(Value::Null),
-            (Self::Float, Value::Int(i)) => Some(Value::Float(i as f64)),
+            (_, Value::Null) => Ok(Value::Null),
+            (Self::Float, Value::Int(i)) => Ok(Value::Float(i as f64)),
             (Self::List(inner), Value::List(items)) => {
                 let converted: Option<Vec<Value>> =
                     items.iter().cloned().map(|v| inner.coerce(v)).collect();
-                converted.map(|v| Value::List(v.into()))
+                converted
+                    .map(|v| Value::List(v.into()))
+                    .ok_or(Value::List(items))
             }
-            (ty, v) => ty.accepts(&v).then_some(v),
+            (ty, v) if ty.accepts(&v) => Ok(v),
+            (_, v) => Err(v),
         }
     }
 
