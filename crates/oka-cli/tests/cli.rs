@@ -500,3 +500,48 @@ fn redis_outage_and_recovery_without_restart() {
     }
     drop(redis);
 }
+
+/// `oka schema` prints the CQL DDL for the URL's keyspace and the replication asked
+/// for, and refuses a bad URL or replication.
+#[test]
+fn schema_prints_the_cql_ddl() {
+    let out = Command::new(OKA)
+        .args([
+            "schema",
+            "--store",
+            "scylla://u:pw@10.0.0.1,10.0.0.2/features_prod",
+            "--store-replication",
+            "us-east:3,eu-west:3",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("CREATE KEYSPACE IF NOT EXISTS features_prod WITH replication = {'class': 'NetworkTopologyStrategy', 'us-east': 3, 'eu-west': 3}"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("CREATE TABLE IF NOT EXISTS features_prod.features")
+            && stdout.contains("PRIMARY KEY ((feature, entity_key), event_time)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("pw"), "{stdout}");
+    for bad in [
+        [
+            "--store",
+            "scylla://h/bad-name",
+            "--store-replication",
+            "simple:1",
+        ],
+        [
+            "--store",
+            "scylla://h/ks",
+            "--store-replication",
+            "simple:0",
+        ],
+    ] {
+        let out = Command::new(OKA).arg("schema").args(bad).output().unwrap();
+        assert!(!out.status.success(), "{bad:?}");
+    }
+}

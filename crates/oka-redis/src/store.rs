@@ -215,6 +215,10 @@ impl RedisStore {
                 // A command in flight when the connection drops is not retried:
                 // the caller gets an error at once instead of waiting out a reconnect.
                 c.max_command_attempts = 1;
+                // Small commands go out at once: with Nagle's algorithm on (fred's
+                // default leaves the OS's), a lone GET could wait for the ACK of the
+                // previous one (delayed ACK: up to 40 ms).
+                c.tcp.nodelay = Some(true);
             })
             .with_performance_config(|p| {
                 p.default_command_timeout = options.command_timeout;

@@ -43,7 +43,8 @@ struct Args {
     /// Keys per request.
     #[arg(long, default_value_t = 1)]
     batch: usize,
-    /// Target feature.
+    /// Target feature (`simple_feature`, or `chained_feature`, which adds a second
+    /// UDF on top of it).
     #[arg(long, default_value = "simple_feature")]
     feature: String,
     /// The target is the ceiling server (only labels the report; same requests).
@@ -105,11 +106,9 @@ fn build_request(out: &mut Vec<u8>, args: &Args, rng: &mut Rng) {
         }
         let _ = write!(body, "{{\"id\":\"test-id-{}\"}}", rng.below(args.keys));
     }
-    let _ = write!(
-        body,
-        "],\"udf_args\":{{\"{}\":{{\"multiplier\":2.0}}}}}}",
-        args.feature
-    );
+    // The multiplier is `simple_feature`'s argument; features chained on it
+    // (`chained_feature`) see it too.
+    body.push_str("],\"udf_args\":{\"simple_feature\":{\"multiplier\":2.0}}}");
     out.clear();
     let _ = write!(
         VecWriter(out),
@@ -389,6 +388,7 @@ fn main() -> anyhow::Result<()> {
     let report = serde_json::json!({
         "label": args.label,
         "target": if args.ceiling { "ceiling" } else { "oka" },
+        "feature": args.feature,
         "mode": if args.rate.is_some() { "open" } else { "closed" },
         "offered_rps": args.rate,
         "connections": n,
