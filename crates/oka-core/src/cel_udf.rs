@@ -11,6 +11,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelTimestamp,
+};
+use cel::common::value::Val;
 use cel::objects::{Key, Map};
 use cel::{Context, Env, ExecutionError, Program};
 use chrono::{DateTime, FixedOffset};
@@ -54,9 +58,9 @@ pub struct CelUdf {
     env: Arc<Env>,
     /// Per output column: its program, or `None` to default (request key / `now`).
     programs: Vec<Option<Program>>,
-    /// Per input (dependency, in order): the columns the expressions read, with
-    /// their map keys built once; `None` when no expression reads the input.
-    inputs: Vec<Option<Vec<(usize, Key)>>>,
+    /// Per input (dependency, in order): the columns the expressions read, by index
+    /// and name; `None` when no expression reads the input.
+    inputs: Vec<Option<Vec<(usize, Arc<str>)>>>,
     /// Per argument: whether an expression reads it.
     args_used: Vec<bool>,
     /// Whether an expression reads `now`.
@@ -195,7 +199,7 @@ impl CelUdf {
                         .filter(|(_, c)| {
                             whole || reads(&used, name).any(|(_, f)| f.as_deref() == Some(&*c.name))
                         })
-                        .map(|(i, c)| (i, Key::String(Arc::new(c.name.to_string()))))
+                        .map(|(i, c)| (i, Arc::clone(&c.name)))
                         .collect();
                     inputs.push(Some(columns));
                 }
@@ -216,24 +220,29 @@ impl CelUdf {
 
     /// Evaluates the expressions for one key.
     pub fn call(&self, call: &UdfCall<'_>) -> Result<Vec<Row>, UdfError> {
+        // Values are bound as the interpreter's own `Val`s, borrowing strings from
+        // the records: no intermediate `cel::Value` maps to build and convert.
+        let now = Value::Timestamp(call.now);
         let mut ctx = Context::with_env(Arc::clone(&self.env));
         for ((name, input), columns) in call.input_names.iter().zip(call.inputs).zip(&self.inputs) {
             let Some(columns) = columns else { continue };
-            let value = match input {
-                Input::One(row) => record_to_cel(columns, row),
-                Input::Many(rows) => cel::Value::List(Arc::new(
-                    rows.iter().map(|r| record_to_cel(columns, r)).collect(),
+            let value: Box<dyn Val + '_> = match input {
+                Input::One(row) => record_to_val(columns, row),
+                Input::Many(rows) => Box::new(CelList::from(
+                    rows.iter()
+                        .map(|r| record_to_val(columns, r))
+                        .collect::<Vec<_>>(),
                 )),
             };
-            ctx.add_variable_from_value(&**name, value);
+            ctx.add_variable_as_val(&**name, value);
         }
         for ((name, v), used) in call.arg_names.iter().zip(call.args).zip(&self.args_used) {
             if *used {
-                ctx.add_variable_from_value(&**name, to_cel(v));
+                ctx.add_variable_as_val(&**name, to_val(v));
             }
         }
         if self.now_used {
-            ctx.add_variable_from_value(NOW, to_cel(&Value::Timestamp(call.now)));
+            ctx.add_variable_as_val(NOW, to_val(&now));
         }
 
         let mut out = call.output();
@@ -435,6 +444,32 @@ fn record_to_cel(columns: &[(usize, Key)], row: &Row) -> cel::Value {
         .map(|(i, k)| (k.clone(), to_cel(&row.columns[*i])))
         .collect();
     cel::Value::Map(Map { map: Arc::new(map) })
+}
+
+/// A record's `columns` (index, name) as a CEL map, borrowing its strings.
+fn record_to_val<'v>(columns: &'v [(usize, Arc<str>)], row: &'v Row) -> Box<dyn Val + 'v> {
+    let map: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = columns
+        .iter()
+        .map(|(i, name)| (CelMapKey::from(&**name), to_val(&row.columns[*i])))
+        .collect();
+    Box::new(CelMap::from(map))
+}
+
+/// An Oka value as the interpreter's `Val`, borrowing strings: the same CEL value
+/// as [`to_cel`].
+fn to_val(v: &Value) -> Box<dyn Val + '_> {
+    match v {
+        Value::Null => Box::new(CelNull),
+        Value::Bool(b) => Box::new(CelBool::from(*b)),
+        Value::Int(i) => Box::new(CelInt::from(*i)),
+        Value::Float(f) => Box::new(CelDouble::from(*f)),
+        Value::String(s) => Box::new(CelString::from(&**s)),
+        Value::Timestamp(t) => match t.to_datetime() {
+            Some(dt) => Box::new(CelTimestamp::from(dt.fixed_offset())),
+            None => Box::new(CelNull),
+        },
+        Value::List(items) => Box::new(CelList::from(items.iter().map(to_val).collect::<Vec<_>>())),
+    }
 }
 
 /// An Oka value as a CEL value.
