@@ -53,6 +53,9 @@ pub enum Binding {
     Scalar(FieldType),
 }
 
+/// The columns of an input that expressions read: (index, name).
+type ReadColumns = Vec<(usize, Arc<str>)>;
+
 /// A compiled CEL UDF.
 pub struct CelUdf {
     env: Arc<Env>,
@@ -60,7 +63,7 @@ pub struct CelUdf {
     programs: Vec<Option<Program>>,
     /// Per input (dependency, in order): the columns the expressions read, by index
     /// and name; `None` when no expression reads the input.
-    inputs: Vec<Option<Vec<(usize, Arc<str>)>>>,
+    inputs: Vec<Option<ReadColumns>>,
     /// Per argument: whether an expression reads it.
     args_used: Vec<bool>,
     /// Whether an expression reads `now`.
