@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use oka_core::{EntityKey, Row, Timestamp, Value};
+use oka_core::{EntityKey, Row, Timestamp};
 use oka_redis::{RedisOptions, RedisStore};
 use oka_scylla::{ScyllaOptions, ScyllaStore};
 use oka_server::metrics::Metrics;
@@ -25,24 +25,9 @@ use oka_storage::FeatureStore;
 
 const ROWS: usize = 10_000;
 
+/// The seed rows, `tick` µs after now (each iteration writes new versions).
 fn seed_rows(tick: i64) -> Vec<(EntityKey, Row)> {
-    let ts = Timestamp(Timestamp::now().0 + tick);
-    (0..ROWS)
-        .map(|i| {
-            let id = format!("test-id-{i}");
-            (
-                EntityKey::encode(&[Value::from(id.as_str())]),
-                Row::new(
-                    ts,
-                    vec![
-                        Value::from(id.as_str()),
-                        Value::Timestamp(ts),
-                        Value::Float(i as f64),
-                    ],
-                ),
-            )
-        })
-        .collect()
+    oka_benches::seed_rows(ROWS, Timestamp(Timestamp::now().0 + tick))
 }
 
 fn runtime() -> tokio::runtime::Runtime {

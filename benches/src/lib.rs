@@ -42,30 +42,35 @@ pub fn registry() -> Arc<Registry> {
     Arc::new(Registry::from_yaml("bench", SPEC, &NativeUdfs::new()).unwrap())
 }
 
-/// Worker state over an in-memory store holding `test-id-0 … test-id-{n-1}`.
-pub async fn state(n: usize) -> AppState {
-    let registry = registry();
-    let store = Arc::new(MemoryStore::new());
-    let f = registry.feature(registry.feature_id("test_feature").unwrap());
-    let now = Timestamp::now();
-    let rows: Vec<_> = (0..n)
+/// Seed records `test-id-0 … test-id-{n-1}` with value i, all at event time `ts`.
+pub fn seed_rows(n: usize, ts: Timestamp) -> Vec<(EntityKey, Row)> {
+    (0..n)
         .map(|i| {
             let id = format!("test-id-{i}");
-            let key = EntityKey::encode(&[Value::from(id.as_str())]);
             (
-                key,
+                EntityKey::encode(&[Value::from(id.as_str())]),
                 Row::new(
-                    now,
+                    ts,
                     vec![
                         Value::from(id.as_str()),
-                        Value::Timestamp(now),
+                        Value::Timestamp(ts),
                         Value::Float(i as f64),
                     ],
                 ),
             )
         })
-        .collect();
-    store.write(f, &rows).await.unwrap();
+        .collect()
+}
+
+/// Worker state over an in-memory store holding `test-id-0 … test-id-{n-1}`.
+pub async fn state(n: usize) -> AppState {
+    let registry = registry();
+    let store = Arc::new(MemoryStore::new());
+    let f = registry.feature(registry.feature_id("test_feature").unwrap());
+    store
+        .write(f, &seed_rows(n, Timestamp::now()))
+        .await
+        .unwrap();
     AppState::new(Shared::new(registry, store, Limits::default()), 0)
 }
 
