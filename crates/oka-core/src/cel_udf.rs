@@ -68,6 +68,113 @@ pub struct CelUdf {
     args_used: Vec<bool>,
     /// Whether an expression reads `now`.
     now_used: bool,
+    /// Per output column, the expression in [`Fast`] form, when every expression of
+    /// the UDF has one (plain `double` arithmetic over fields, arguments and
+    /// literals, or `now`).
+    fast: Option<Vec<Option<Fast>>>,
+}
+
+/// An expression of plain `double` arithmetic, evaluated without the interpreter.
+/// CEL's `double` operators are IEEE 754 operations, so the results are the same
+/// bits; any operand that turns out not to be a double at run time (a null field)
+/// makes the whole call fall back to the interpreter, which then reports CEL's own
+/// error.
+#[derive(Debug, Clone)]
+enum Fast {
+    /// A `double` literal.
+    Lit(f64),
+    /// `input.field` of a `latest` dependency: (input index, column index).
+    Field(usize, usize),
+    /// A `double` argument, by index.
+    Arg(usize),
+    /// `-x`.
+    Neg(Box<Fast>),
+    /// `a op b`.
+    Bin(FastOp, Box<Fast>, Box<Fast>),
+    /// The whole expression is `now`.
+    Now,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum FastOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl Fast {
+    /// Builds the fast form of `e`, if it has one.
+    fn of(
+        e: &IdedExpr,
+        inputs: &HashMap<&str, (usize, &Entity)>,
+        args: &HashMap<&str, usize>,
+    ) -> Option<Self> {
+        use cel::common::ast::LiteralValue;
+        match &e.expr {
+            Expr::Literal(LiteralValue::Double(d)) => Some(Self::Lit(*d.inner())),
+            Expr::Ident(name) => args.get(name.as_str()).map(|i| Self::Arg(*i)),
+            Expr::Select(sel) if !sel.test => {
+                let Expr::Ident(name) = &sel.operand.expr else {
+                    return None;
+                };
+                let (input, entity) = inputs.get(name.as_str())?;
+                let column = entity.column_index(&sel.field)?;
+                (entity.columns[column].ty == FieldType::Float)
+                    .then_some(Self::Field(*input, column))
+            }
+            Expr::Call(call) if call.target.is_none() => {
+                let op = match call.func_name.as_str() {
+                    "_+_" => FastOp::Add,
+                    "_-_" => FastOp::Sub,
+                    "_*_" => FastOp::Mul,
+                    "_/_" => FastOp::Div,
+                    "-_" if call.args.len() == 1 => {
+                        return Some(Self::Neg(Box::new(Self::of(&call.args[0], inputs, args)?)));
+                    }
+                    _ => return None,
+                };
+                let [a, b] = call.args.as_slice() else {
+                    return None;
+                };
+                Some(Self::Bin(
+                    op,
+                    Box::new(Self::of(a, inputs, args)?),
+                    Box::new(Self::of(b, inputs, args)?),
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    /// The value, or `None` when an operand is not a double (fall back).
+    fn eval(&self, call: &UdfCall<'_>) -> Option<f64> {
+        match self {
+            Self::Lit(f) => Some(*f),
+            Self::Field(input, column) => match call.inputs.get(*input)? {
+                Input::One(row) => match row.columns.get(*column)? {
+                    Value::Float(f) => Some(*f),
+                    _ => None,
+                },
+                Input::Many(_) => None,
+            },
+            Self::Arg(i) => match call.args.get(*i)? {
+                Value::Float(f) => Some(*f),
+                _ => None,
+            },
+            Self::Neg(x) => Some(-x.eval(call)?),
+            Self::Bin(op, a, b) => {
+                let (a, b) = (a.eval(call)?, b.eval(call)?);
+                Some(match op {
+                    FastOp::Add => a + b,
+                    FastOp::Sub => a - b,
+                    FastOp::Mul => a * b,
+                    FastOp::Div => a / b,
+                })
+            }
+            Self::Now => None,
+        }
+    }
 }
 
 impl fmt::Debug for CelUdf {
@@ -212,17 +319,89 @@ impl CelUdf {
                 Binding::Scalar(_) => args_used.push(reads(&used, name).next().is_some()),
             }
         }
+        // The fast forms: inputs by their index among the dependencies (only
+        // `latest` ones qualify), `double` arguments by their index among the args.
+        let (mut fast_inputs, mut fast_args) = (HashMap::new(), HashMap::new());
+        let (mut n_inputs, mut n_args) = (0, 0);
+        for (name, b) in bindings {
+            match b {
+                Binding::Record(e) => {
+                    fast_inputs.insert(&**name, (n_inputs, &**e));
+                    n_inputs += 1;
+                }
+                Binding::Records(_) => n_inputs += 1,
+                Binding::Scalar(_) if &**name == NOW => {}
+                Binding::Scalar(ty) => {
+                    if *ty == FieldType::Float {
+                        fast_args.insert(&**name, n_args);
+                    }
+                    n_args += 1;
+                }
+            }
+        }
+        let fast = programs
+            .iter()
+            .map(|p| match p {
+                None => Some(None),
+                Some(p) => match &p.expression().expr {
+                    Expr::Ident(name) if name == NOW => Some(Some(Fast::Now)),
+                    _ => Fast::of(p.expression(), &fast_inputs, &fast_args).map(Some),
+                },
+            })
+            .collect::<Option<Vec<_>>>();
         Ok(Self {
             env: Arc::clone(env),
             programs,
             inputs,
             args_used,
             now_used,
+            fast,
         })
+    }
+
+    /// Whether every expression has a fast form (for tests and benchmarks).
+    pub fn is_fast(&self) -> bool {
+        self.fast.is_some()
+    }
+
+    /// The row from the fast forms, or `None` to fall back to the interpreter.
+    fn call_fast(
+        &self,
+        fast: &[Option<Fast>],
+        call: &UdfCall<'_>,
+    ) -> Option<Result<Row, UdfError>> {
+        let mut values = Vec::with_capacity(fast.len());
+        for f in fast {
+            values.push(match f {
+                None => None,
+                Some(Fast::Now) => Some(Value::Timestamp(call.now)),
+                Some(f) => Some(Value::Float(f.eval(call)?)),
+            });
+        }
+        let mut out = call.output();
+        for (i, v) in values.into_iter().enumerate() {
+            if let Some(v) = v {
+                out = match out.set(&call.output.columns[i].name, v) {
+                    Ok(out) => out,
+                    Err(e) => return Some(Err(e)),
+                };
+            }
+        }
+        Some(Ok(out.build()))
     }
 
     /// Evaluates the expressions for one key.
     pub fn call(&self, call: &UdfCall<'_>) -> Result<Vec<Row>, UdfError> {
+        if let Some(fast) = &self.fast
+            && let Some(row) = self.call_fast(fast, call)
+        {
+            return row.map(|r| vec![r]);
+        }
+        self.call_interpreted(call)
+    }
+
+    /// Evaluates the expressions for one key with the CEL interpreter.
+    pub fn call_interpreted(&self, call: &UdfCall<'_>) -> Result<Vec<Row>, UdfError> {
         // Values are bound as the interpreter's own `Val`s, borrowing strings from
         // the records: no intermediate `cel::Value` maps to build and convert.
         let now = Value::Timestamp(call.now);
@@ -578,4 +757,137 @@ pub fn eval_scalar(
         ctx.add_variable_from_value(*n, cel::Value::Int(*v));
     }
     from_cel(program.execute(&ctx).map_err(|e| e.to_string())?)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::panic)]
+mod tests {
+    use crate::registry::{FeatureKind, UdfImpl};
+    use crate::udf::{Input, UdfCall};
+    use crate::value::{Row, Timestamp, Value};
+    use crate::{NativeUdfs, Registry};
+
+    const SPEC: &str = r#"
+version: 1
+entities:
+  E:
+    keys: {id: string}
+    timestamp: ts
+    fields: {a: float, b: float}
+features:
+  base:
+    kind: pipeline
+    entity: E
+  other:
+    kind: pipeline
+    entity: E
+  arith:
+    kind: on_demand
+    entity: E
+    dependencies: [base, other]
+    args: {m: {type: float, default: 1.5}}
+    udf:
+      expr:
+        a: "-(base.a * m + other.b) / (base.b - 0.5) - -base.a"
+        b: "math.greatest(base.a, other.a)"
+        ts: "now"
+  fast_only:
+    kind: on_demand
+    entity: E
+    dependencies: [base]
+    args: {m: {type: float, default: 1.5}}
+    udf:
+      expr: {a: "-(base.a * m + base.b) / (base.b - 0.5) - -base.a", b: "2.0 - base.b", ts: "now"}
+"#;
+
+    fn udf<'r>(r: &'r Registry, name: &str) -> (&'r super::CelUdf, &'r crate::Feature) {
+        let f = r.feature(r.feature_id(name).unwrap());
+        match &f.kind {
+            FeatureKind::OnDemand {
+                udf: UdfImpl::Cel(c),
+                ..
+            } => (c, f),
+            _ => panic!("{name} is not a CEL feature"),
+        }
+    }
+
+    fn row(a: Value, b: Value) -> Row {
+        Row::new(
+            Timestamp(5),
+            vec![Value::from("k"), Value::Timestamp(Timestamp(5)), a, b],
+        )
+    }
+
+    /// The fast path gives exactly the interpreter's answer (same bits, same errors),
+    /// over awkward doubles and nulls.
+    #[test]
+    fn fast_path_matches_the_interpreter() {
+        let r = Registry::from_yaml("t", SPEC, &NativeUdfs::new()).unwrap();
+        let (arith, _) = udf(&r, "arith");
+        let (fast, feature) = udf(&r, "fast_only");
+        assert!(!arith.is_fast(), "a function call has no fast form");
+        assert!(fast.is_fast());
+        let FeatureKind::OnDemand {
+            input_names,
+            input_entities,
+            arg_names,
+            ..
+        } = &feature.kind
+        else {
+            panic!()
+        };
+        let doubles = [
+            0.0,
+            -0.0,
+            1.0,
+            -2.5,
+            1e308,
+            f64::MIN_POSITIVE,
+            f64::INFINITY,
+            f64::NAN,
+        ];
+        let mut compared = 0;
+        for a in doubles {
+            for b in doubles {
+                for m in [Value::Float(1.5), Value::Float(-0.0), Value::Null] {
+                    for a in [Value::Float(a), Value::Null] {
+                        let inputs = [Input::One(row(a.clone(), Value::Float(b)))];
+                        let args = [m.clone()];
+                        let key = [Value::from("k")];
+                        let call = UdfCall {
+                            feature: &feature.name,
+                            input_names,
+                            input_entities,
+                            inputs: &inputs,
+                            arg_names,
+                            args: &args,
+                            output: &feature.entity,
+                            key: &key,
+                            now: Timestamp(1_744_970_400_123_456),
+                        };
+                        let got = fast.call(&call);
+                        let want = fast.call_interpreted(&call);
+                        match (&got, &want) {
+                            (Ok(g), Ok(w)) => {
+                                assert_eq!(g.len(), 1);
+                                assert_eq!(g[0].event_time, w[0].event_time);
+                                for (x, y) in g[0].columns.iter().zip(w[0].columns.iter()) {
+                                    match (x, y) {
+                                        (Value::Float(x), Value::Float(y)) => {
+                                            assert_eq!(x.to_bits(), y.to_bits(), "{a:?} {b} {m:?}")
+                                        }
+                                        _ => assert_eq!(x, y),
+                                    }
+                                }
+                            }
+                            (Err(g), Err(w)) => assert_eq!(g.to_string(), w.to_string()),
+                            _ => panic!("fast {got:?} vs interpreter {want:?}"),
+                        }
+                        compared += 1;
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, 8 * 8 * 3 * 2);
+    }
 }
