@@ -403,6 +403,7 @@ impl ScyllaStore {
         let s = &self.statements;
         let result = match *query {
             Query::Latest => self.session.execute_unpaged(&s.latest, (name, k)).await,
+            Query::LastN { n: 0 } => return Ok(Vec::new()),
             Query::LastN { n } => {
                 let n = i32::try_from(n).unwrap_or(i32::MAX).clamp(1, history);
                 self.session.execute_unpaged(&s.last_n, (name, k, n)).await
