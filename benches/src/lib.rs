@@ -8,6 +8,10 @@ use oka_core::{EntityKey, NativeUdfs, Registry, Row, Timestamp, Value};
 use oka_server::{AppState, Limits, Shared};
 use oka_storage::{FeatureStore, MemoryStore};
 
+/// The allocator the `oka` binary uses, so in-process numbers match it.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The seed spec: `test_feature` and `simple_feature = value × multiplier`, plus a
 /// chained feature.
 pub const SPEC: &str = r#"

@@ -29,6 +29,12 @@ use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
 use oka_server::{Limits, Shared};
 use tracing::info;
 
+/// The global allocator of every binary built on this crate (feature `mimalloc`,
+/// on by default).
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The demo spec (`oka serve --demo`).
 pub const DEMO_SPEC: &str = include_str!("demo.yaml");
 
