@@ -27,9 +27,9 @@ impl EntityKey {
                 out.push(KEY_SEPARATOR);
             }
             match v {
-                Value::String(s) => escape_into(&mut out, s),
-                Value::Int(n) => out.push_str(&n.to_string()),
-                other => escape_into(&mut out, &other.to_json().to_string()),
+                Value::String(s) => push_key_str(&mut out, s),
+                Value::Int(n) => push_key_int(&mut out, *n),
+                other => push_key_str(&mut out, &other.to_json().to_string()),
             }
         }
         Self(out.into())
@@ -46,7 +46,13 @@ impl EntityKey {
     }
 }
 
-fn escape_into(out: &mut String, s: &str) {
+/// Appends one int key field in canonical form (decimal).
+pub(crate) fn push_key_int(out: &mut String, n: i64) {
+    out.push_str(itoa::Buffer::new().format(n));
+}
+
+/// Appends one string key field in canonical form (escaped).
+pub(crate) fn push_key_str(out: &mut String, s: &str) {
     if !s.contains(['\\', KEY_SEPARATOR]) {
         out.push_str(s);
         return;

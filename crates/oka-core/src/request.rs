@@ -13,14 +13,90 @@ use serde::Deserialize;
 use serde_json::{Map, Value as Json};
 
 use crate::error::{ErrorCode, RequestError};
-use crate::key::EntityKey;
+use crate::key::{EntityKey, KEY_SEPARATOR, push_key_int, push_key_str};
 use crate::plan::{Plan, SlotQuery};
 use crate::query::{MAX_LAST_N, Query};
 use crate::registry::{Entity, FeatureId, FeatureKind, QueryKind, Registry};
 use crate::value::{FieldType, Timestamp, Value, json_kind};
 
-/// A key object: key field name → value.
-pub type KeyObject = Map<String, Json>;
+/// A key object: key field name → value, in request order.
+///
+/// A small vector rather than a map: key objects have one to a few fields, and a
+/// 100-key request parses a hundred of them, so hashing and a map's allocations were
+/// a large part of the parse. A repeated field name keeps its last value (as a JSON
+/// map would). Equality ignores field order.
+#[derive(Debug, Clone, Default)]
+pub struct KeyObject(Vec<(String, Json)>);
+
+impl KeyObject {
+    /// The value of field `name`.
+    pub fn get(&self, name: &str) -> Option<&Json> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// The field names, in request order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// The fields, in request order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Json)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v))
+    }
+
+    /// How many fields.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no fields.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl PartialEq for KeyObject {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().all(|(n, v)| other.get(n) == Some(v))
+    }
+}
+
+impl<const N: usize> From<[(&str, Json); N]> for KeyObject {
+    fn from(fields: [(&str, Json); N]) -> Self {
+        Self(fields.into_iter().map(|(n, v)| (n.to_owned(), v)).collect())
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyObject {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> serde::de::Visitor<'de> for Fields {
+            type Value = KeyObject;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key object (key field name → value)")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<KeyObject, A::Error> {
+                let mut fields: Vec<(String, Json)> =
+                    Vec::with_capacity(map.size_hint().unwrap_or(1).clamp(1, 8));
+                while let Some(name) = map.next_key::<String>()? {
+                    let value = map.next_value()?;
+                    // A repeated field: the last wins, as in serde_json and Python.
+                    match fields.iter_mut().find(|(n, _)| *n == name) {
+                        Some((_, v)) => *v = value,
+                        None => fields.push((name, value)),
+                    }
+                }
+                Ok(KeyObject(fields))
+            }
+        }
+        d.deserialize_map(Fields)
+    }
+}
 
 /// A feature request, as sent to `POST /v1/features` and Volga's `/on_demand_compute`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -345,11 +421,10 @@ impl Registry {
             }
         }
         for (i, k) in keys.iter().enumerate() {
-            if let Some(field) = k.keys().find(|name| {
-                !entities
-                    .iter()
-                    .any(|e| e.keys().any(|c| *c.name == ***name))
-            }) {
+            if let Some(field) = k
+                .keys()
+                .find(|name| !entities.iter().any(|e| e.keys().any(|c| &*c.name == *name)))
+            {
                 return Err(err(
                     ErrorCode::InvalidKey,
                     format!("key {i}: unknown key field `{}`", truncate(field)),
@@ -556,11 +631,11 @@ impl Registry {
 /// Canonical keys of `entity` for each key object, validating fields and types.
 fn canonical_keys(entity: &Entity, keys: &[KeyObject]) -> Result<Arc<[EntityKey]>, RequestError> {
     let mut out = Vec::with_capacity(keys.len());
-    let mut values = Vec::with_capacity(entity.key_index.len());
+    let mut buf = String::new();
     for (i, k) in keys.iter().enumerate() {
-        values.clear();
-        for c in entity.keys() {
-            let j = k.get(&*c.name).ok_or_else(|| {
+        buf.clear();
+        for (p, c) in entity.keys().enumerate() {
+            let j = k.get(&c.name).ok_or_else(|| {
                 err(
                     ErrorCode::InvalidKey,
                     format!(
@@ -569,10 +644,21 @@ fn canonical_keys(entity: &Entity, keys: &[KeyObject]) -> Result<Arc<[EntityKey]
                     ),
                 )
             })?;
-            let v = match (&c.ty, j) {
-                (FieldType::String, Json::String(s)) => Value::String(s.as_str().into()),
-                (FieldType::Int, Json::Number(n)) if n.as_i64().is_some() => {
-                    Value::Int(n.as_i64().unwrap_or_default())
+            if p > 0 {
+                buf.push(KEY_SEPARATOR);
+            }
+            match (&c.ty, j) {
+                (FieldType::String, Json::String(s)) => push_key_str(&mut buf, s),
+                (FieldType::Int, Json::Number(n)) if n.is_i64() || n.is_u64() => {
+                    match n.as_i64() {
+                        Some(n) => push_key_int(&mut buf, n),
+                        None => {
+                            return Err(err(
+                                ErrorCode::InvalidKey,
+                                format!("key {i}: field `{}` is out of the int range", c.name),
+                            ));
+                        }
+                    }
                 }
                 _ => {
                     return Err(err(
@@ -585,10 +671,9 @@ fn canonical_keys(entity: &Entity, keys: &[KeyObject]) -> Result<Arc<[EntityKey]
                         ),
                     ));
                 }
-            };
-            values.push(v);
+            }
         }
-        out.push(EntityKey::encode(&values));
+        out.push(EntityKey::from_canonical(buf.as_str()));
     }
     Ok(out.into())
 }
@@ -604,4 +689,22 @@ fn truncate(s: &str) -> String {
         end -= 1;
     }
     format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_objects_keep_the_last_repeat_and_compare_without_order() {
+        let k: KeyObject = serde_json::from_str(r#"{"id": "x", "n": 1, "id": "y"}"#).unwrap();
+        assert_eq!(k.len(), 2);
+        assert_eq!(k.get("id"), Some(&Json::from("y")));
+        assert_eq!(k.keys().collect::<Vec<_>>(), ["id", "n"]);
+        let reordered: KeyObject = serde_json::from_str(r#"{"n": 1, "id": "y"}"#).unwrap();
+        assert_eq!(k, reordered);
+        let other: KeyObject = serde_json::from_str(r#"{"n": 1, "id": "x"}"#).unwrap();
+        assert_ne!(k, other);
+        assert!(serde_json::from_str::<KeyObject>(r#"["id"]"#).is_err());
+    }
 }

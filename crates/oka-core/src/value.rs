@@ -41,16 +41,75 @@ impl Timestamp {
     /// RFC 3339 with microseconds and an explicit `+00:00` offset, which both RFC 3339
     /// parsers and Python's `datetime.fromisoformat` (3.7+) accept.
     pub fn to_rfc3339(self) -> String {
-        match self.to_datetime() {
-            Some(t) => t.to_rfc3339_opts(SecondsFormat::Micros, false),
-            None => self.0.to_string(),
+        let mut out = Vec::with_capacity(32);
+        self.write_rfc3339(&mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Appends [`Self::to_rfc3339`]'s text to `out`. Years 0–9999 are written
+    /// directly (no formatter machinery: this runs once per record on the response
+    /// path); other years go through chrono, and instants outside chrono's range are
+    /// written as the number of microseconds.
+    pub fn write_rfc3339(self, out: &mut Vec<u8>) {
+        let secs = self.0.div_euclid(1_000_000);
+        let micros = self.0.rem_euclid(1_000_000);
+        let days = secs.div_euclid(86_400);
+        let sod = secs.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        if !(0..=9999).contains(&y) {
+            match self.to_datetime() {
+                Some(t) => out.extend_from_slice(
+                    t.to_rfc3339_opts(SecondsFormat::Micros, false).as_bytes(),
+                ),
+                None => out.extend_from_slice(self.0.to_string().as_bytes()),
+            }
+            return;
         }
+        // Every number below is non-negative and bounded, so the digits fit.
+        let digit = |n: i64| b'0' + (n % 10) as u8;
+        let mut buf = *b"0000-00-00T00:00:00.000000+00:00";
+        buf[0] = digit(y / 1000);
+        buf[1] = digit(y / 100);
+        buf[2] = digit(y / 10);
+        buf[3] = digit(y);
+        buf[5] = digit(m / 10);
+        buf[6] = digit(m);
+        buf[8] = digit(d / 10);
+        buf[9] = digit(d);
+        let (h, mi, s) = (sod / 3600, sod / 60 % 60, sod % 60);
+        buf[11] = digit(h / 10);
+        buf[12] = digit(h);
+        buf[14] = digit(mi / 10);
+        buf[15] = digit(mi);
+        buf[17] = digit(s / 10);
+        buf[18] = digit(s);
+        let mut f = micros;
+        for i in (20..26).rev() {
+            buf[i] = digit(f);
+            f /= 10;
+        }
+        out.extend_from_slice(&buf);
     }
 
     /// Shifted by a number of microseconds, saturating.
     pub fn saturating_sub_micros(self, micros: i64) -> Self {
         Self(self.0.saturating_sub(micros))
     }
+}
+
+/// (year, month, day) of a day count since 1970-01-01 in the proleptic Gregorian
+/// calendar (Howard Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
 }
 
 impl fmt::Display for Timestamp {
@@ -242,16 +301,19 @@ impl Value {
             Self::Null => out.extend_from_slice(b"null"),
             Self::Bool(true) => out.extend_from_slice(b"true"),
             Self::Bool(false) => out.extend_from_slice(b"false"),
-            Self::Int(i) => {
-                let _ = serde_json::to_writer(&mut *out, i);
-            }
+            Self::Int(i) => out.extend_from_slice(itoa::Buffer::new().format(*i).as_bytes()),
             Self::Float(f) if f.is_finite() => {
-                // serde_json's float formatting (ryu) keeps `4.0` as `4.0`.
-                let _ = serde_json::to_writer(&mut *out, f);
+                // The shortest round-trip form, as serde_json writes it (`4.0` stays
+                // `4.0`).
+                out.extend_from_slice(zmij::Buffer::new().format_finite(*f).as_bytes());
             }
             Self::Float(_) => out.extend_from_slice(b"null"),
             Self::String(s) => write_json_str(out, s),
-            Self::Timestamp(t) => write_json_str(out, &t.to_rfc3339()),
+            Self::Timestamp(t) => {
+                out.push(b'"');
+                t.write_rfc3339(out);
+                out.push(b'"');
+            }
             Self::List(items) => {
                 out.push(b'[');
                 for (i, v) in items.iter().enumerate() {
@@ -266,9 +328,39 @@ impl Value {
     }
 }
 
-/// Appends `s` as a JSON string literal.
+/// Appends `s` as a JSON string literal, escaped exactly as serde_json escapes it
+/// (`"`, `\\` and control characters; everything else verbatim).
 pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    let _ = serde_json::to_writer(&mut *out, s);
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0..0x20 => &[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ],
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(esc);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
 }
 
 impl From<&str> for Value {
@@ -378,6 +470,61 @@ mod tests {
             Timestamp(1_744_970_400_000_001).to_rfc3339(),
             "2025-04-18T10:00:00.000001+00:00"
         );
+    }
+
+    #[test]
+    fn rfc3339_writer_matches_chrono() {
+        let chrono_text = |t: Timestamp| {
+            t.to_datetime()
+                .unwrap()
+                .to_rfc3339_opts(SecondsFormat::Micros, false)
+        };
+        // Edges: the epoch, just before it, leap days, the ends of years 0 and 9999,
+        // and a spread of instants with odd microseconds in between.
+        let mut cases = vec![
+            0,
+            -1,
+            951_782_400_000_000,      // 2000-02-29
+            4_107_542_399_999_999,    // 2100-02-28T23:59:59.999999
+            -62_167_219_200_000_000,  // 0000-01-01
+            -62_167_219_200_000_001,  // year -1: through chrono
+            253_402_300_799_999_999,  // 9999-12-31T23:59:59.999999
+            253_402_300_800_000_000,  // 10000-01-01: through chrono
+        ];
+        let mut t: i64 = -62_000_000_000_000_000;
+        while t < 253_000_000_000_000_000 {
+            cases.push(t);
+            t += 7_777_777_777_777_777 / 64 + 13;
+        }
+        for micros in cases {
+            let ts = Timestamp(micros);
+            assert_eq!(ts.to_rfc3339(), chrono_text(ts), "{micros}");
+        }
+        // Outside chrono's range: the number.
+        assert_eq!(Timestamp(i64::MIN).to_rfc3339(), i64::MIN.to_string());
+    }
+
+    #[test]
+    fn json_writers_match_serde_json() {
+        let mut strings: Vec<String> = (0u8..0x80).map(|b| char::from(b).to_string()).collect();
+        strings.extend(
+            ["", "plain", "a\"b\\c\n\u{7f}", "ключ🔑\u{1}x", "\u{2028}"].map(String::from),
+        );
+        for s in strings {
+            let mut out = Vec::new();
+            write_json_str(&mut out, &s);
+            assert_eq!(out, serde_json::to_vec(&s).unwrap(), "{s:?}");
+        }
+        for i in [0, -1, 42, i64::MIN, i64::MAX] {
+            let mut out = Vec::new();
+            Value::Int(i).write_json(&mut out);
+            assert_eq!(out, serde_json::to_vec(&i).unwrap());
+        }
+        for f in [0.0, -0.0, 4.0, 0.1, 1e300, -2.5e-310, f64::MAX, 1.0 / 3.0] {
+            let mut out = Vec::new();
+            Value::Float(f).write_json(&mut out);
+            assert_eq!(out, serde_json::to_vec(&f).unwrap());
+        }
     }
 
     #[test]
