@@ -370,22 +370,18 @@ impl CelUdf {
         fast: &[Option<Fast>],
         call: &UdfCall<'_>,
     ) -> Option<Result<Row, UdfError>> {
-        let mut values = Vec::with_capacity(fast.len());
-        for f in fast {
-            values.push(match f {
-                None => None,
-                Some(Fast::Now) => Some(Value::Timestamp(call.now)),
-                Some(f) => Some(Value::Float(f.eval(call)?)),
-            });
-        }
         let mut out = call.output();
-        for (i, v) in values.into_iter().enumerate() {
-            if let Some(v) = v {
-                out = match out.set(&call.output.columns[i].name, v) {
-                    Ok(out) => out,
-                    Err(e) => return Some(Err(e)),
-                };
-            }
+        for (i, f) in fast.iter().enumerate() {
+            let v = match f {
+                None => continue,
+                Some(Fast::Now) => Value::Timestamp(call.now),
+                // An operand that is not a double: back to the interpreter.
+                Some(f) => Value::Float(f.eval(call)?),
+            };
+            out = match out.set_at(i, v) {
+                Ok(out) => out,
+                Err(e) => return Some(Err(e)),
+            };
         }
         Some(Ok(out.build()))
     }
@@ -434,7 +430,7 @@ impl CelUdf {
                 .execute(&ctx)
                 .map_err(|e| UdfError::Failed(e.to_string()))?;
             let v = from_cel(v).map_err(UdfError::Failed)?;
-            out = out.set(&call.output.columns[i].name, v)?;
+            out = out.set_at(i, v)?;
         }
         Ok(vec![out.build()])
     }

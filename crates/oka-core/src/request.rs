@@ -523,7 +523,7 @@ impl Registry {
                         .entity
                         .keys()
                         .map(|c| {
-                            k.get(&*c.name)
+                            k.get(&c.name)
                                 .and_then(|j| c.ty.from_json(j).ok())
                                 .unwrap_or(Value::Null)
                         })

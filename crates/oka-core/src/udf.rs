@@ -227,14 +227,22 @@ pub struct RowBuilder<'a> {
 
 impl RowBuilder<'_> {
     /// Sets a column; the value is checked against (and widened to) its type.
-    pub fn set(mut self, field: &str, value: impl Into<Value>) -> Result<Self, UdfError> {
+    pub fn set(self, field: &str, value: impl Into<Value>) -> Result<Self, UdfError> {
         let i = self
             .entity
             .column_index(field)
             .ok_or_else(|| UdfError::NoSuch(field.to_owned()))?;
-        let ty = &self.entity.columns[i].ty;
-        let value = ty.try_coerce(value.into()).map_err(|v| UdfError::Type {
-            name: field.to_owned(),
+        self.set_at(i, value.into())
+    }
+
+    /// Sets the column at index `i` of the entity's columns (as [`Self::set`] does
+    /// by name).
+    pub fn set_at(mut self, i: usize, value: Value) -> Result<Self, UdfError> {
+        let Some(column) = self.entity.columns.get(i) else {
+            return Err(UdfError::NoSuch(format!("column #{i}")));
+        };
+        let value = column.ty.try_coerce(value).map_err(|v| UdfError::Type {
+            name: column.name.to_string(),
             expected: "the field's type",
             got: format!("{v:?}"),
         })?;
