@@ -19,7 +19,8 @@
 # a venv under benches/load/.venv is made if python3 lacks it) into out/latency_vs_load.png.
 # Writes benches/load/out/results.json and benches/load/out/results.md.
 # Everything binds 127.0.0.1 only. Env overrides: DURATION, CONNS, WORKERS, OKA_PORT,
-# ADMIN_PORT, CEILING_PORT, REDIS_PORT, STORES, SWEEP, SOURCE_PERIOD_S, SKIP_BUILD=1, SKIP_PLOT=1, OKA_ARGS (extra `oka serve`
+# ADMIN_PORT, CEILING_PORT, REDIS_PORT, STORES, SWEEP, SOURCE_PERIOD_S, SKIP_BUILD=1, SKIP_PLOT=1, OKA_BIN (the `oka` binary to
+# measure, e.g. one built from an older commit for an A/B run), OKA_ARGS (extra `oka serve`
 # flags, e.g. OKA_ARGS="--store-worker-connections false").
 set -euo pipefail
 command -v jq >/dev/null || { echo "run.sh needs jq (apt-get install -y jq)" >&2; exit 2; }
@@ -33,6 +34,7 @@ ADMIN_PORT=${ADMIN_PORT:-19122}
 CEILING_PORT=${CEILING_PORT:-18199}
 OUT=benches/load/out
 BIN=target/release
+OKA_BIN=${OKA_BIN:-$BIN/oka}
 mkdir -p "$OUT"
 
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
@@ -102,7 +104,7 @@ FILES=("$OUT/ceiling_closed.json" "${CEILING_FILES[@]}")
 # The demo spec, its mock source writing the 10,000 keys once at start and then only
 # every $SOURCE_PERIOD_S seconds (default 3600: no ingest during the runs; the demo's own
 # 5 reproduces serving under a 10,000-row write burst every 5 s).
-"$BIN/oka" demo-spec | sed "s/period_s: 5\$/period_s: ${SOURCE_PERIOD_S:-3600}/" >"$OUT/bench-spec.yaml"
+"$OKA_BIN" demo-spec | sed "s/period_s: 5\$/period_s: ${SOURCE_PERIOD_S:-3600}/" >"$OUT/bench-spec.yaml"
 grep -q "period_s: ${SOURCE_PERIOD_S:-3600}\$" "$OUT/bench-spec.yaml" ||
     { echo "could not set the demo source's period" >&2; exit 1; }
 for store in $STORES; do
@@ -116,7 +118,7 @@ for store in $STORES; do
         for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
         url="redis://127.0.0.1:$REDIS_PORT"
     fi
-    "$BIN/oka" serve --spec "$OUT/bench-spec.yaml" --workers "$WORKERS" --store "$url" --listen "127.0.0.1:$OKA_PORT" \
+    "$OKA_BIN" serve --spec "$OUT/bench-spec.yaml" --workers "$WORKERS" --store "$url" --listen "127.0.0.1:$OKA_PORT" \
         --admin-listen "127.0.0.1:$ADMIN_PORT" --log-format text ${OKA_ARGS:-} 2>"$OUT/oka-$store.log" &
     OKA_PID=$!
     PIDS+=("$OKA_PID")

@@ -74,12 +74,11 @@ pub fn write_rows(entity: &Entity, rows: &[Row], out: &mut Vec<u8>) {
 /// Writes one record as a JSON object of the entity's columns.
 pub fn write_row(entity: &Entity, row: &Row, out: &mut Vec<u8>) {
     out.push(b'{');
-    for (c, (col, v)) in entity.columns.iter().zip(row.columns.iter()).enumerate() {
+    for (c, v) in row.columns.iter().enumerate().take(entity.columns.len()) {
         if c > 0 {
             out.push(b',');
         }
-        write_json_str(out, &col.name);
-        out.push(b':');
+        out.extend_from_slice(entity.json_key(c));
         v.write_json(out);
     }
     out.push(b'}');

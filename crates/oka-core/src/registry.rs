@@ -43,12 +43,20 @@ pub struct Entity {
     pub key_index: Vec<usize>,
     /// Index of the timestamp column.
     pub timestamp_index: usize,
+    /// Each column's name as a JSON object key with its colon (`"name":`), written
+    /// once per record on the response path.
+    json_keys: Box<[Box<[u8]>]>,
 }
 
 impl Entity {
     /// A column's index by name.
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| &*c.name == name)
+    }
+
+    /// Column `i`'s name as a JSON object key followed by `:`.
+    pub fn json_key(&self, i: usize) -> &[u8] {
+        self.json_keys.get(i).map_or(b"", |k| k)
     }
 
     /// The key columns' indices.
@@ -484,6 +492,15 @@ impl Loader {
                 Arc::<str>::from(name.as_str()),
                 Arc::new(Entity {
                     name: name.as_str().into(),
+                    json_keys: columns
+                        .iter()
+                        .map(|c| {
+                            let mut k = Vec::with_capacity(c.name.len() + 3);
+                            crate::value::write_json_str(&mut k, &c.name);
+                            k.push(b':');
+                            k.into_boxed_slice()
+                        })
+                        .collect(),
                     columns,
                     key_index,
                     timestamp_index,

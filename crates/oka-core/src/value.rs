@@ -66,28 +66,23 @@ impl Timestamp {
             return;
         }
         // Every number below is non-negative and bounded, so the digits fit.
-        let digit = |n: i64| b'0' + (n % 10) as u8;
-        let mut buf = *b"0000-00-00T00:00:00.000000+00:00";
-        buf[0] = digit(y / 1000);
-        buf[1] = digit(y / 100);
-        buf[2] = digit(y / 10);
-        buf[3] = digit(y);
-        buf[5] = digit(m / 10);
-        buf[6] = digit(m);
-        buf[8] = digit(d / 10);
-        buf[9] = digit(d);
-        let (h, mi, s) = (sod / 3600, sod / 60 % 60, sod % 60);
-        buf[11] = digit(h / 10);
-        buf[12] = digit(h);
-        buf[14] = digit(mi / 10);
-        buf[15] = digit(mi);
-        buf[17] = digit(s / 10);
-        buf[18] = digit(s);
-        let mut f = micros;
-        for i in (20..26).rev() {
-            buf[i] = digit(f);
-            f /= 10;
+        #[inline(always)]
+        fn two(buf: &mut [u8; 32], at: usize, n: u32) {
+            let n = (n % 100) as usize * 2;
+            buf[at..at + 2].copy_from_slice(&DIGIT_PAIRS[n..n + 2]);
         }
+        let (y, sod, micros) = (y as u32, sod as u32, micros as u32);
+        let mut buf = *b"0000-00-00T00:00:00.000000+00:00";
+        two(&mut buf, 0, y / 100);
+        two(&mut buf, 2, y % 100);
+        two(&mut buf, 5, m as u32);
+        two(&mut buf, 8, d as u32);
+        two(&mut buf, 11, sod / 3600);
+        two(&mut buf, 14, sod / 60 % 60);
+        two(&mut buf, 17, sod % 60);
+        two(&mut buf, 20, micros / 10_000);
+        two(&mut buf, 22, micros / 100 % 100);
+        two(&mut buf, 24, micros % 100);
         out.extend_from_slice(&buf);
     }
 
@@ -96,6 +91,14 @@ impl Timestamp {
         Self(self.0.saturating_sub(micros))
     }
 }
+
+/// "00" "01" … "99", for writing two digits at a time.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
 
 /// (year, month, day) of a day count since 1970-01-01 in the proleptic Gregorian
 /// calendar (Howard Hinnant's `civil_from_days`).
@@ -337,6 +340,9 @@ pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
+        if !NEEDS_ESCAPE[usize::from(b)] {
+            continue;
+        }
         let esc: &[u8] = match b {
             b'"' => b"\\\"",
             b'\\' => b"\\\\",
@@ -345,7 +351,7 @@ pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
             b'\t' => b"\\t",
             0x08 => b"\\b",
             0x0c => b"\\f",
-            0..0x20 => &[
+            _ => &[
                 b'\\',
                 b'u',
                 b'0',
@@ -353,7 +359,6 @@ pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
                 HEX[usize::from(b >> 4)],
                 HEX[usize::from(b & 0xf)],
             ],
-            _ => continue,
         };
         out.extend_from_slice(&bytes[start..i]);
         out.extend_from_slice(esc);
@@ -362,6 +367,19 @@ pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
 }
+
+/// The bytes a JSON string must escape: control characters, `"` and `\\`.
+static NEEDS_ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = true;
+        b += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
 
 impl From<&str> for Value {
     fn from(s: &str) -> Self {
