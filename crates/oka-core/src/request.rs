@@ -649,17 +649,15 @@ fn canonical_keys(entity: &Entity, keys: &[KeyObject]) -> Result<Arc<[EntityKey]
             }
             match (&c.ty, j) {
                 (FieldType::String, Json::String(s)) => push_key_str(&mut buf, s),
-                (FieldType::Int, Json::Number(n)) if n.is_i64() || n.is_u64() => {
-                    match n.as_i64() {
-                        Some(n) => push_key_int(&mut buf, n),
-                        None => {
-                            return Err(err(
-                                ErrorCode::InvalidKey,
-                                format!("key {i}: field `{}` is out of the int range", c.name),
-                            ));
-                        }
+                (FieldType::Int, Json::Number(n)) if n.is_i64() || n.is_u64() => match n.as_i64() {
+                    Some(n) => push_key_int(&mut buf, n),
+                    None => {
+                        return Err(err(
+                            ErrorCode::InvalidKey,
+                            format!("key {i}: field `{}` is out of the int range", c.name),
+                        ));
                     }
-                }
+                },
                 _ => {
                     return Err(err(
                         ErrorCode::InvalidKey,

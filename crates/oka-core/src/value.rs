@@ -58,9 +58,8 @@ impl Timestamp {
         let (y, m, d) = civil_from_days(days);
         if !(0..=9999).contains(&y) {
             match self.to_datetime() {
-                Some(t) => out.extend_from_slice(
-                    t.to_rfc3339_opts(SecondsFormat::Micros, false).as_bytes(),
-                ),
+                Some(t) => out
+                    .extend_from_slice(t.to_rfc3339_opts(SecondsFormat::Micros, false).as_bytes()),
                 None => out.extend_from_slice(self.0.to_string().as_bytes()),
             }
             return;
@@ -502,12 +501,12 @@ mod tests {
         let mut cases = vec![
             0,
             -1,
-            951_782_400_000_000,      // 2000-02-29
-            4_107_542_399_999_999,    // 2100-02-28T23:59:59.999999
-            -62_167_219_200_000_000,  // 0000-01-01
-            -62_167_219_200_000_001,  // year -1: through chrono
-            253_402_300_799_999_999,  // 9999-12-31T23:59:59.999999
-            253_402_300_800_000_000,  // 10000-01-01: through chrono
+            951_782_400_000_000,     // 2000-02-29
+            4_107_542_399_999_999,   // 2100-02-28T23:59:59.999999
+            -62_167_219_200_000_000, // 0000-01-01
+            -62_167_219_200_000_001, // year -1: through chrono
+            253_402_300_799_999_999, // 9999-12-31T23:59:59.999999
+            253_402_300_800_000_000, // 10000-01-01: through chrono
         ];
         let mut t: i64 = -62_000_000_000_000_000;
         while t < 253_000_000_000_000_000 {
@@ -525,9 +524,8 @@ mod tests {
     #[test]
     fn json_writers_match_serde_json() {
         let mut strings: Vec<String> = (0u8..0x80).map(|b| char::from(b).to_string()).collect();
-        strings.extend(
-            ["", "plain", "a\"b\\c\n\u{7f}", "ключ🔑\u{1}x", "\u{2028}"].map(String::from),
-        );
+        strings
+            .extend(["", "plain", "a\"b\\c\n\u{7f}", "ключ🔑\u{1}x", "\u{2028}"].map(String::from));
         for s in strings {
             let mut out = Vec::new();
             write_json_str(&mut out, &s);

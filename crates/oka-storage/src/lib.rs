@@ -1,14 +1,18 @@
 //! Storage for pipeline features.
 //!
 //! - [`store`]: the [`FeatureStore`] trait every backend implements, and its errors.
+//! - [`coalesce`]: a wrapper that merges concurrent reads of the same feature and
+//!   query into one store call.
 //! - [`codec`]: the versioned MessagePack record encoding networked backends store.
 //! - [`memory`]: the embedded default, a sharded concurrent map with bounded history.
 //! - [`conformance`]: the suite every backend must pass (run by each backend's tests).
 
+pub mod coalesce;
 pub mod codec;
 pub mod conformance;
 pub mod memory;
 pub mod store;
 
+pub use coalesce::Coalescing;
 pub use memory::MemoryStore;
 pub use store::{FeatureStore, StoreError, StoreErrorKind};
