@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use oka_redis::{RedisOptions, RedisStore};
 use oka_scylla::{Consistency, Replication, ScyllaOptions, ScyllaStore};
-use oka_storage::{FeatureStore, MemoryStore};
+use oka_storage::{Coalescing, FeatureStore, MemoryStore};
 
 /// How to reach the store.
 #[derive(Debug, Clone, clap::Args)]
@@ -44,6 +44,10 @@ pub struct StoreArgs {
     /// thread (`false`: all workers share the pool, driven by the main thread).
     #[arg(long, env = "OKA_STORE_WORKER_CONNECTIONS", default_value_t = true, action = clap::ArgAction::Set)]
     pub store_worker_connections: bool,
+    /// Redis and CQL: merge a worker's concurrent reads of the same feature and query
+    /// into one store call (one `MGET` on Redis) while an earlier one is in flight.
+    #[arg(long, env = "OKA_STORE_COALESCE_READS", default_value_t = true, action = clap::ArgAction::Set)]
+    pub store_coalesce_reads: bool,
     #[command(flatten)]
     pub cql: CqlArgs,
 }
@@ -81,6 +85,15 @@ pub struct CqlArgs {
     pub store_replication: Replication,
 }
 
+/// Wraps a networked store in read coalescing unless `--store-coalesce-reads false`.
+fn coalesced(args: &StoreArgs, store: Arc<dyn FeatureStore>) -> Arc<dyn FeatureStore> {
+    if args.store_coalesce_reads {
+        Arc::new(Coalescing::new(store, oka_storage::coalesce::DEFAULT_MAX_BATCH_KEYS))
+    } else {
+        store
+    }
+}
+
 /// Opens the store described by `args`.
 pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
     let url = args.store.as_str();
@@ -100,7 +113,7 @@ pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
             let store = RedisStore::connect(url, options)
                 .await
                 .map_err(|e| anyhow::anyhow!("connecting to {}: {}", redact(url), e.message))?;
-            Ok(Arc::new(store))
+            Ok(coalesced(args, Arc::new(store)))
         }
         "scylla" | "cassandra" => {
             let cql = &args.cql;
@@ -121,7 +134,7 @@ pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
             let store = ScyllaStore::connect(url, options)
                 .await
                 .map_err(|e| anyhow::anyhow!("connecting to {}: {}", redact(url), e.message))?;
-            Ok(Arc::new(store))
+            Ok(coalesced(args, Arc::new(store)))
         }
         other => bail!(
             "unsupported store URL scheme `{other}://` (this build supports memory://, redis[s]://, redis[s]-cluster://, redis[s]-sentinel://, scylla://, cassandra://)"
@@ -163,6 +176,7 @@ mod tests {
             store_key_prefix: "oka:".to_owned(),
             store_tls_ca_file: None,
             store_worker_connections: true,
+            store_coalesce_reads: true,
             cql: CqlArgs {
                 store_read_consistency: oka_scylla::parse_consistency("local_one").unwrap(),
                 store_write_consistency: oka_scylla::parse_consistency("local_quorum").unwrap(),
