@@ -88,7 +88,10 @@ pub struct CqlArgs {
 /// Wraps a networked store in read coalescing unless `--store-coalesce-reads false`.
 fn coalesced(args: &StoreArgs, store: Arc<dyn FeatureStore>) -> Arc<dyn FeatureStore> {
     if args.store_coalesce_reads {
-        Arc::new(Coalescing::new(store, oka_storage::coalesce::DEFAULT_MAX_BATCH_KEYS))
+        Arc::new(Coalescing::new(
+            store,
+            oka_storage::coalesce::DEFAULT_MAX_BATCH_KEYS,
+        ))
     } else {
         store
     }

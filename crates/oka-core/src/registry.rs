@@ -204,7 +204,8 @@ pub struct Registry {
     origin: String,
     entities: IndexMap<Arc<str>, Arc<Entity>>,
     features: Vec<Feature>,
-    by_name: HashMap<Arc<str>, FeatureId>,
+    /// Feature names (from requests) → ids; foldhash, seeded per process.
+    by_name: HashMap<Arc<str>, FeatureId, foldhash::fast::RandomState>,
     /// Position of each feature in a topological order (dependencies first).
     pub(crate) topo_rank: Vec<usize>,
     single_plans: Vec<Arc<Plan>>,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 use serde::Deserialize;
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
 use crate::error::{ErrorCode, RequestError};
 use crate::key::{EntityKey, KEY_SEPARATOR, push_key_int, push_key_str};
@@ -19,18 +19,38 @@ use crate::query::{MAX_LAST_N, Query};
 use crate::registry::{Entity, FeatureId, FeatureKind, QueryKind, Registry};
 use crate::value::{FieldType, Timestamp, Value, json_kind};
 
-/// A key object: key field name → value, in request order.
+/// A JSON object with few fields (a key object, an argument map), parsed into a
+/// vector of (name, value) in request order.
 ///
-/// A small vector rather than a map: key objects have one to a few fields, and a
-/// 100-key request parses a hundred of them, so hashing and a map's allocations were
-/// a large part of the parse. A repeated field name keeps its last value (as a JSON
-/// map would). Equality ignores field order.
-#[derive(Debug, Clone, Default)]
-pub struct KeyObject(Vec<(String, Json)>);
+/// Key objects have one to a few fields and a 100-key request parses a hundred of
+/// them, so a map's hashing and allocations were a large part of the parse. A
+/// repeated name keeps its last value (as a JSON map would); large objects are
+/// deduplicated through a hash index, so a hostile request cannot make parsing
+/// quadratic. Equality ignores field order.
+#[derive(Debug, Clone)]
+pub struct FieldMap<V>(Vec<(String, V)>);
 
-impl KeyObject {
+/// A key object: key field name → value.
+pub type KeyObject = FieldMap<Json>;
+
+/// Query or UDF arguments: parameter name → value.
+pub type ArgMap = FieldMap<Json>;
+
+/// Per-feature argument maps (`query_args`, `udf_args`); `null` stands for none.
+pub type ArgMaps = FieldMap<Option<ArgMap>>;
+
+/// Objects with more fields than this are deduplicated through a hash index.
+const LINEAR_DEDUP_MAX: usize = 16;
+
+impl<V> Default for FieldMap<V> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<V> FieldMap<V> {
     /// The value of field `name`.
-    pub fn get(&self, name: &str) -> Option<&Json> {
+    pub fn get(&self, name: &str) -> Option<&V> {
         self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
 
@@ -40,7 +60,7 @@ impl KeyObject {
     }
 
     /// The fields, in request order.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &Json)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
         self.0.iter().map(|(n, v)| (n.as_str(), v))
     }
 
@@ -55,46 +75,65 @@ impl KeyObject {
     }
 }
 
-impl PartialEq for KeyObject {
+impl<V: PartialEq> PartialEq for FieldMap<V> {
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len() && self.iter().all(|(n, v)| other.get(n) == Some(v))
     }
 }
 
-impl<const N: usize> From<[(&str, Json); N]> for KeyObject {
-    fn from(fields: [(&str, Json); N]) -> Self {
+impl<V, const N: usize> From<[(&str, V); N]> for FieldMap<V> {
+    fn from(fields: [(&str, V); N]) -> Self {
         Self(fields.into_iter().map(|(n, v)| (n.to_owned(), v)).collect())
     }
 }
 
-impl<'de> Deserialize<'de> for KeyObject {
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for FieldMap<V> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Fields;
-        impl<'de> serde::de::Visitor<'de> for Fields {
-            type Value = KeyObject;
+        struct Fields<V>(std::marker::PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Fields<V> {
+            type Value = FieldMap<V>;
 
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a key object (key field name → value)")
+                f.write_str("a JSON object")
             }
 
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
-            ) -> Result<KeyObject, A::Error> {
-                let mut fields: Vec<(String, Json)> =
+            ) -> Result<FieldMap<V>, A::Error> {
+                let mut fields: Vec<(String, V)> =
                     Vec::with_capacity(map.size_hint().unwrap_or(1).clamp(1, 8));
+                let mut index: Option<HashMap<String, usize, foldhash::fast::RandomState>> = None;
                 while let Some(name) = map.next_key::<String>()? {
-                    let value = map.next_value()?;
+                    let value: V = map.next_value()?;
                     // A repeated field: the last wins, as in serde_json and Python.
-                    match fields.iter_mut().find(|(n, _)| *n == name) {
-                        Some((_, v)) => *v = value,
-                        None => fields.push((name, value)),
+                    let seen = match &index {
+                        Some(index) => index.get(&name).copied(),
+                        None => fields.iter().position(|(n, _)| *n == name),
+                    };
+                    match seen {
+                        Some(i) => fields[i].1 = value,
+                        None => {
+                            if let Some(index) = &mut index {
+                                index.insert(name.clone(), fields.len());
+                            }
+                            fields.push((name, value));
+                            if index.is_none() && fields.len() > LINEAR_DEDUP_MAX {
+                                index = Some(
+                                    fields
+                                        .iter()
+                                        .enumerate()
+                                        .map(|(i, (n, _))| (n.clone(), i))
+                                        .collect(),
+                                );
+                            }
+                        }
                     }
                 }
-                Ok(KeyObject(fields))
+                Ok(FieldMap(fields))
             }
         }
-        d.deserialize_map(Fields)
+        d.deserialize_map(Fields(std::marker::PhantomData))
     }
 }
 
@@ -113,10 +152,10 @@ pub struct FeatureRequest {
     pub feature_keys: Option<IndexMap<String, Vec<KeyObject>>>,
     /// Query parameters per feature: `start`/`end` for `range`, `n` for `last_n`.
     #[serde(default)]
-    pub query_args: Option<HashMap<String, Option<Map<String, Json>>>>,
+    pub query_args: Option<ArgMaps>,
     /// UDF arguments per on-demand feature.
     #[serde(default)]
-    pub udf_args: Option<HashMap<String, Option<Map<String, Json>>>>,
+    pub udf_args: Option<ArgMaps>,
     /// This request's deadline in milliseconds (overrides the server's default; the
     /// `X-Oka-Deadline-Ms` header overrides this).
     #[serde(default)]
@@ -280,11 +319,8 @@ impl Registry {
 
         let query_args = self.arg_maps(req.query_args.as_ref(), "`query_args`")?;
         let udf_args = self.arg_maps(req.udf_args.as_ref(), "`udf_args`")?;
-        for (&f, args) in &query_args {
-            if let Some(k) = args
-                .keys()
-                .find(|k| !matches!(k.as_str(), "start" | "end" | "n"))
-            {
+        for &(f, args) in &query_args {
+            if let Some(k) = args.keys().find(|k| !matches!(*k, "start" | "end" | "n")) {
                 return Err(err(
                     ErrorCode::InvalidQueryArg,
                     format!(
@@ -383,14 +419,14 @@ impl Registry {
 
     fn arg_maps<'a>(
         &self,
-        maps: Option<&'a HashMap<String, Option<Map<String, Json>>>>,
+        maps: Option<&'a ArgMaps>,
         place: &str,
-    ) -> Result<HashMap<FeatureId, &'a Map<String, Json>>, RequestError> {
-        let mut out = HashMap::new();
-        for (name, args) in maps.into_iter().flatten() {
+    ) -> Result<Vec<(FeatureId, &'a ArgMap)>, RequestError> {
+        let mut out = Vec::new();
+        for (name, args) in maps.into_iter().flat_map(FieldMap::iter) {
             let id = self.lookup(name, place)?;
             if let Some(args) = args {
-                out.insert(id, args);
+                out.push((id, args));
             }
         }
         Ok(out)
@@ -400,8 +436,8 @@ impl Registry {
         &self,
         plan: Arc<Plan>,
         keys: &[KeyObject],
-        query_args: &HashMap<FeatureId, &Map<String, Json>>,
-        udf_args: &HashMap<FeatureId, &Map<String, Json>>,
+        query_args: &[(FeatureId, &ArgMap)],
+        udf_args: &[(FeatureId, &ArgMap)],
         now: Timestamp,
     ) -> Result<Group, RequestError> {
         if keys.is_empty() {
@@ -449,7 +485,7 @@ impl Registry {
                     k
                 }
             };
-            let args = query_args.get(&slot.args_from).copied();
+            let args = args_of(query_args, slot.args_from);
             let query = self.resolve_query(slot.feature, slot.query, slot.args_from, args, now)?;
             let idx = match fetches
                 .iter()
@@ -475,9 +511,9 @@ impl Registry {
             let FeatureKind::OnDemand { args, .. } = &feature.kind else {
                 return Err(err(ErrorCode::Internal, "plan step is not on-demand"));
             };
-            let given = udf_args.get(&step.feature).copied();
+            let given = args_of(udf_args, step.feature);
             if let Some(given) = given
-                && let Some(unknown) = given.keys().find(|k| !args.iter().any(|a| *a.name == ***k))
+                && let Some(unknown) = given.keys().find(|k| !args.iter().any(|a| &*a.name == *k))
             {
                 let declared: Vec<&str> = args.iter().map(|a| &*a.name).collect();
                 return Err(err(
@@ -496,7 +532,7 @@ impl Registry {
             }
             let mut values = Vec::with_capacity(args.len());
             for a in args {
-                let v = match given.and_then(|g| g.get(&*a.name)).filter(|j| !j.is_null()) {
+                let v = match given.and_then(|g| g.get(&a.name)).filter(|j| !j.is_null()) {
                     Some(j) => a.ty.from_json(j).map_err(|e| {
                         err(
                             ErrorCode::InvalidUdfArg,
@@ -547,7 +583,7 @@ impl Registry {
         feature: FeatureId,
         query: SlotQuery,
         args_from: FeatureId,
-        args: Option<&Map<String, Json>>,
+        args: Option<&ArgMap>,
         now: Timestamp,
     ) -> Result<Query, RequestError> {
         let owner = &self.feature(args_from).name;
@@ -676,6 +712,11 @@ fn canonical_keys(entity: &Entity, keys: &[KeyObject]) -> Result<Arc<[EntityKey]
     Ok(out.into())
 }
 
+/// The arguments given for feature `f`.
+fn args_of<'a>(given: &[(FeatureId, &'a ArgMap)], f: FeatureId) -> Option<&'a ArgMap> {
+    given.iter().find(|(g, _)| *g == f).map(|&(_, a)| a)
+}
+
 /// Shortens user-supplied names echoed in error messages.
 fn truncate(s: &str) -> String {
     const MAX: usize = 64;
@@ -704,5 +745,19 @@ mod tests {
         let other: KeyObject = serde_json::from_str(r#"{"n": 1, "id": "x"}"#).unwrap();
         assert_ne!(k, other);
         assert!(serde_json::from_str::<KeyObject>(r#"["id"]"#).is_err());
+    }
+
+    #[test]
+    fn large_objects_dedupe_through_the_index() {
+        // 40 distinct fields, then every one of them again: past the linear limit.
+        let fields: Vec<String> = (0..40)
+            .map(|i| format!(r#""f{i}": {i}"#))
+            .chain((0..40).map(|i| format!(r#""f{i}": {}"#, i + 100)))
+            .collect();
+        let m: ArgMap = serde_json::from_str(&format!("{{{}}}", fields.join(","))).unwrap();
+        assert_eq!(m.len(), 40);
+        assert_eq!(m.keys().nth(39), Some("f39"));
+        assert_eq!(m.get("f0"), Some(&Json::from(100)));
+        assert_eq!(m.get("f39"), Some(&Json::from(139)));
     }
 }
