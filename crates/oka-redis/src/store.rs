@@ -243,12 +243,20 @@ impl RedisStore {
     }
 
     fn key(&self, feature: &Feature, key: &EntityKey, suffix: &str) -> String {
-        format!(
-            "{}{{{}|{}}}:{suffix}",
-            self.prefix,
-            feature.name,
-            key.as_str()
-        )
+        // `<prefix>{<feature>|<key>}:<suffix>`, built without the formatter (once per
+        // key read).
+        let key = key.as_str();
+        let mut out = String::with_capacity(
+            self.prefix.len() + feature.name.len() + key.len() + suffix.len() + 4,
+        );
+        out.push_str(&self.prefix);
+        out.push('{');
+        out.push_str(&feature.name);
+        out.push('|');
+        out.push_str(key);
+        out.push_str("}:");
+        out.push_str(suffix);
+        out
     }
 
     /// One script call per record, sent concurrently on one client so fred
@@ -290,11 +298,12 @@ impl RedisStore {
 }
 
 /// The bytes of a bulk-string reply, `None` for nil.
-fn bytes_of(v: RedisValue) -> Result<Option<Vec<u8>>, StoreError> {
+/// A reply's bytes, borrowed (`None` for a nil reply).
+fn bytes_of(v: &RedisValue) -> Result<Option<&[u8]>, StoreError> {
     match v {
         RedisValue::Null => Ok(None),
-        RedisValue::Bytes(b) => Ok(Some(b.to_vec())),
-        RedisValue::String(s) => Ok(Some(s.as_bytes().to_vec())),
+        RedisValue::Bytes(b) => Ok(Some(b)),
+        RedisValue::String(s) => Ok(Some(s.as_bytes())),
         other => Err(StoreError::new(
             StoreErrorKind::Corrupt,
             format!("redis: unexpected reply {other:?}"),
@@ -386,14 +395,14 @@ impl FeatureStore for RedisStore {
         replies
             .into_iter()
             .map(|reply| match query {
-                Query::Latest => match bytes_of(reply)? {
-                    Some(b) => Ok(vec![decode(feature, &b)?]),
+                Query::Latest => match bytes_of(&reply)? {
+                    Some(b) => Ok(vec![decode(feature, b)?]),
                     None => Ok(Vec::new()),
                 },
                 _ => array_of(reply)?
-                    .into_iter()
+                    .iter()
                     .filter_map(|m| bytes_of(m).transpose())
-                    .map(|b| decode(feature, &b?))
+                    .map(|b| decode(feature, b?))
                     .collect(),
             })
             .collect()

@@ -79,7 +79,7 @@ pub fn decode_row(entity: &Entity, bytes: &[u8]) -> Result<Row, String> {
     for _ in 0..n {
         let name = read_str(&mut rd)?;
         let v = read_value(&mut rd)?;
-        if let Some(i) = entity.column_index(&name) {
+        if let Some(i) = entity.column_index(name) {
             columns[i] = entity.columns[i].ty.coerce(v).unwrap_or(Value::Null);
         }
     }
@@ -90,14 +90,15 @@ fn read_int(rd: &mut &[u8]) -> Result<i64, String> {
     decode::read_int(rd).map_err(|e| e.to_string())
 }
 
-fn read_str(rd: &mut &[u8]) -> Result<String, String> {
+/// Reads a string, borrowed from the record (no allocation for column names).
+fn read_str<'a>(rd: &mut &'a [u8]) -> Result<&'a str, String> {
     let len = decode::read_str_len(rd).map_err(|e| format!("corrupt record: {e}"))? as usize;
     if rd.len() < len {
         return Err("corrupt record: truncated string".into());
     }
     let (s, rest) = rd.split_at(len);
     *rd = rest;
-    String::from_utf8(s.to_vec()).map_err(|_| "corrupt record: invalid utf-8".to_owned())
+    std::str::from_utf8(s).map_err(|_| "corrupt record: invalid utf-8".to_owned())
 }
 
 fn read_value(rd: &mut &[u8]) -> Result<Value, String> {
