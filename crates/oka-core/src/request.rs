@@ -77,7 +77,15 @@ impl<V> FieldMap<V> {
 
 impl<V: PartialEq> PartialEq for FieldMap<V> {
     fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().all(|(n, v)| other.get(n) == Some(v))
+        if self.len() != other.len() {
+            return false;
+        }
+        if self.len() <= LINEAR_DEDUP_MAX {
+            return self.iter().all(|(n, v)| other.get(n) == Some(v));
+        }
+        // Large objects (hostile ones included) compare through a hash index.
+        let index: HashMap<&str, &V, foldhash::fast::RandomState> = other.iter().collect();
+        self.iter().all(|(n, v)| index.get(n) == Some(&v))
     }
 }
 
@@ -759,5 +767,18 @@ mod tests {
         assert_eq!(m.keys().nth(39), Some("f39"));
         assert_eq!(m.get("f0"), Some(&Json::from(100)));
         assert_eq!(m.get("f39"), Some(&Json::from(139)));
+
+        // Equality of large objects ignores order too (through the index).
+        let reversed: Vec<String> = (0..40)
+            .rev()
+            .map(|i| format!(r#""f{i}": {}"#, i + 100))
+            .collect();
+        let r: ArgMap = serde_json::from_str(&format!("{{{}}}", reversed.join(","))).unwrap();
+        assert_eq!(m, r);
+        let changed = format!(
+            "{{{}}}",
+            reversed.join(",").replace(r#""f7": 107"#, r#""f7": 7"#)
+        );
+        assert_ne!(m, serde_json::from_str::<ArgMap>(&changed).unwrap());
     }
 }
