@@ -308,8 +308,14 @@ impl Metrics {
         self.ingest_retries.add(1);
     }
 
-    /// Prometheus text exposition of these, `registry`'s and the workers' metrics.
-    pub fn render(&self, registry: &RegistryMetrics, workers: &[Arc<WorkerCounters>]) -> String {
+    /// Prometheus text exposition of these, `registry`'s and the workers' metrics;
+    /// `coalesced` is the store's count of coalesced reads, if it coalesces.
+    pub fn render(
+        &self,
+        registry: &RegistryMetrics,
+        workers: &[Arc<WorkerCounters>],
+        coalesced: Option<u64>,
+    ) -> String {
         let mut out = String::with_capacity(16 * 1024);
         let b = self.backend;
 
@@ -419,6 +425,18 @@ impl Metrics {
             "oka_storage_errors_total{{backend=\"{b}\"}} {}",
             self.storage_errors.get()
         );
+        if let Some(n) = coalesced {
+            header(
+                &mut out,
+                "oka_storage_coalesced_reads_total",
+                "counter",
+                "Store reads answered by a call another concurrent read made (read coalescing).",
+            );
+            let _ = writeln!(
+                out,
+                "oka_storage_coalesced_reads_total{{backend=\"{b}\"}} {n}"
+            );
+        }
 
         header(
             &mut out,

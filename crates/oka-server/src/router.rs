@@ -268,9 +268,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
 
 async fn metrics(State(state): State<AppState>) -> Response {
     let shared = &state.shared;
-    let body = shared
-        .metrics
-        .render(&shared.loaded.load().metrics, &shared.workers());
+    let body = shared.metrics.render(
+        &shared.loaded.load().metrics,
+        &shared.workers(),
+        shared.store.coalesced_reads(),
+    );
     let mut resp = Response::new(Body::from(body));
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

@@ -18,6 +18,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use oka_core::{EntityKey, Feature, Query, Row};
@@ -52,6 +53,8 @@ type Slots = HashMap<(Arc<str>, Query), Vec<Waiter>, foldhash::fast::RandomState
 struct State {
     max_batch_keys: usize,
     slots: Mutex<Slots>,
+    /// Reads answered by another read's call; shared with the workers' wrappers.
+    coalesced: Arc<AtomicU64>,
 }
 
 /// A store wrapper that coalesces concurrent reads; see the module docs.
@@ -80,11 +83,20 @@ impl fmt::Debug for Waiter {
 impl Coalescing {
     /// Wraps `inner`; a coalesced call carries at most `max_batch_keys` keys.
     pub fn new(inner: Arc<dyn FeatureStore>, max_batch_keys: usize) -> Self {
+        Self::with_counter(inner, max_batch_keys, Arc::default())
+    }
+
+    fn with_counter(
+        inner: Arc<dyn FeatureStore>,
+        max_batch_keys: usize,
+        coalesced: Arc<AtomicU64>,
+    ) -> Self {
         Self {
             inner,
             state: Arc::new(State {
                 max_batch_keys: max_batch_keys.max(1),
                 slots: Mutex::new(Slots::default()),
+                coalesced,
             }),
         }
     }
@@ -239,7 +251,10 @@ impl FeatureStore for Coalescing {
                 armed: true,
             },
             Some(rx) => match rx.await {
-                Ok(Msg::Rows(rows)) => return rows,
+                Ok(Msg::Rows(rows)) => {
+                    self.state.coalesced.fetch_add(1, Ordering::Relaxed);
+                    return rows;
+                }
                 Ok(Msg::Lead(baton)) => baton,
                 // Our leader was dropped before it read for us: read on our own.
                 Err(_) => return self.inner.read(feature, keys, query).await,
@@ -272,10 +287,18 @@ impl FeatureStore for Coalescing {
             Some(own) => own,
             None => Arc::clone(&self.inner),
         };
-        Ok(Some(Arc::new(Self::new(inner, self.state.max_batch_keys))))
+        Ok(Some(Arc::new(Self::with_counter(
+            inner,
+            self.state.max_batch_keys,
+            Arc::clone(&self.state.coalesced),
+        ))))
     }
 
     async fn health(&self) -> Result<(), StoreError> {
         self.inner.health().await
+    }
+
+    fn coalesced_reads(&self) -> Option<u64> {
+        Some(self.state.coalesced.load(Ordering::Relaxed))
     }
 }

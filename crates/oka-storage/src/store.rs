@@ -89,4 +89,11 @@ pub trait FeatureStore: Send + Sync + fmt::Debug + 'static {
     async fn for_worker(&self) -> Result<Option<std::sync::Arc<dyn FeatureStore>>, StoreError> {
         Ok(None)
     }
+
+    /// Reads answered by a store call that another concurrent read made (read
+    /// coalescing), over this store and its workers' handles; `None` when the store
+    /// does not coalesce.
+    fn coalesced_reads(&self) -> Option<u64> {
+        None
+    }
 }

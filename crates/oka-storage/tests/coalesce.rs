@@ -157,6 +157,11 @@ async fn overlapping_reads_share_calls_and_each_gets_its_own_keys() {
         40,
         "every key read exactly once"
     );
+    // Each store call had one leader; every other reader rode along, and the count
+    // is shared with the workers' handles.
+    assert_eq!(store.coalesced_reads(), Some((20 - calls) as u64));
+    let worker = store.for_worker().await.unwrap().expect("a worker handle");
+    assert_eq!(worker.coalesced_reads(), store.coalesced_reads());
 
     // Nothing is left in flight: a later read goes straight through.
     held.permits.add_permits(1);
