@@ -16,10 +16,10 @@ use std::time::Instant;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use oka_core::{EntityKey, Row, Timestamp};
+use oka_ingest::{WritePath, WriterConfig};
 use oka_redis::{RedisOptions, RedisStore};
 use oka_scylla::{ScyllaOptions, ScyllaStore};
 use oka_server::metrics::Metrics;
-use oka_server::writer::{WritePath, WriterConfig};
 use oka_server::{AppState, Limits, Shared};
 use oka_storage::FeatureStore;
 

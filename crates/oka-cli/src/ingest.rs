@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use oka_core::registry::Entity;
 use oka_core::{EntityKey, FieldType, NativeUdfs, Registry, Row, Timestamp};
-use oka_server::metrics::Metrics;
-use oka_server::writer::{WritePath, WriterConfig};
+use oka_ingest::{NoMetrics, WritePath, WriterConfig};
 use serde_json::{Map, Value as Json};
 
 use crate::stores::{self, StoreArgs};
@@ -242,11 +241,7 @@ pub fn run(args: IngestArgs, natives: &NativeUdfs) -> Result<bool> {
     let config = args.writer.config();
     let (written, failure, elapsed) = rt.block_on(async {
         let store = stores::open(&args.store).await?;
-        let writer = WritePath::spawn(
-            store.clone(),
-            Arc::new(Metrics::new(store.backend())),
-            config.clone(),
-        );
+        let writer = WritePath::spawn(store.clone(), Arc::new(NoMetrics), config.clone());
         let total = parsed.rows.len();
         let mut progress = Progress::new(total);
         let started = Instant::now();

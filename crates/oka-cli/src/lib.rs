@@ -241,7 +241,7 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
                 std::fs::read_to_string(&spec).with_context(|| format!("reading {origin}"))?;
             let registry = Registry::from_yaml(&origin, &yaml, &natives)
                 .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?;
-            if oka_server::source::MockSource::all(&registry).is_empty() {
+            if oka_ingest::source::MockSource::all(&registry).is_empty() {
                 anyhow::bail!("{origin} declares no mock source");
             }
             let rt = tokio::runtime::Builder::new_current_thread()
@@ -255,9 +255,12 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
                     Limits::default(),
                     writer.config(),
                 );
-                let periodic = oka_server::source::start(shared)
-                    .await
-                    .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
+                let periodic = oka_ingest::source::start(
+                    shared.writer.clone(),
+                    Arc::clone(&shared.loaded.load().registry),
+                )
+                .await
+                .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
                 if !once {
                     tokio::select! {
                         () = periodic => {},
@@ -378,7 +381,10 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             .keys(keys)
             .reloader(reloader)
             .build();
-        let sources = oka_server::source::start(Arc::clone(&shared))
+        let sources = oka_ingest::source::start(
+            shared.writer.clone(),
+            Arc::clone(&shared.loaded.load().registry),
+        )
             .await
             .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
         let sources = tokio::spawn(sources);

@@ -1,15 +1,10 @@
-//! `POST /v1/ingest`, and [`write_batch`]: one timed store write that records ingest
-//! lag, used by the batched write path ([`crate::writer`]).
+//! `POST /v1/ingest`.
 
-use std::time::Instant;
-
-use oka_core::{EntityKey, ErrorCode, Feature, Row, Timestamp};
-use oka_storage::{FeatureStore, StoreError};
+use oka_core::{ErrorCode, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value as Json};
 
 use crate::error::ApiError;
-use crate::metrics::Metrics;
 use crate::state::Shared;
 
 /// How many rejected records a response details.
@@ -40,31 +35,6 @@ pub struct IngestSummary {
     pub rejected: usize,
     /// The first rejections.
     pub errors: Vec<Rejection>,
-}
-
-/// Writes one batch and records its metrics.
-pub async fn write_batch(
-    store: &dyn FeatureStore,
-    metrics: &Metrics,
-    feature: &Feature,
-    rows: &[(EntityKey, Row)],
-) -> Result<(), StoreError> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let t = Instant::now();
-    let result = store.write(feature, rows).await;
-    metrics.storage_write(t.elapsed(), result.is_ok());
-    if result.is_ok() {
-        let now = Timestamp::now();
-        metrics.ingest(
-            rows.len() as u64,
-            0,
-            rows.iter()
-                .map(|(_, r)| (now.0 - r.event_time.0) as f64 / 1e6),
-        );
-    }
-    result
 }
 
 /// `POST /v1/ingest`: `{"feature": …, "records": [{…}, …]}`. Valid records are
@@ -112,7 +82,7 @@ pub async fn ingest(shared: &Shared, body: &[u8]) -> Result<Vec<u8>, ApiError> {
             }
         }
     }
-    shared.metrics.ingest(0, rejected as u64, []);
+    oka_ingest::IngestMetrics::rows_rejected(&*shared.metrics, rejected as u64);
     let written = rows.len();
     shared.writer.write(registry, id, rows).await?;
     let summary = IngestSummary {

@@ -3,10 +3,7 @@
 //! - [`router`]: the serving router (`/v1/features`, Volga's `/on_demand_compute`,
 //!   `/v1/ingest`) and the admin router (`/healthz`, `/readyz`, `/metrics`, `/stats`).
 //! - [`serve`]: the feature request path — parse, prepare, batched reads, UDFs, encode.
-//! - [`writer`]: the batched write path (size/time batching, bounded in flight,
-//!   retries) shared by the push API, the mock source and `oka ingest`.
-//! - [`ingest`]: `POST /v1/ingest` and the timed store write.
-//! - [`source`]: the mock periodic source.
+//! - [`ingest`]: `POST /v1/ingest` (the write path itself is the `oka-ingest` crate).
 //! - [`error`]: error codes to HTTP statuses, in one place.
 //! - [`metrics`], [`stats`]: Prometheus metrics and Volga-style windowed stats.
 //! - [`state`]: what handlers share (atomically reloadable), admission control;
@@ -21,10 +18,8 @@ pub mod metrics;
 pub mod router;
 pub mod runtime;
 pub mod serve;
-pub mod source;
 pub mod state;
 pub mod stats;
-pub mod writer;
 
 pub use router::{admin_router, router};
 pub use state::{AppState, Limits, Shared};

@@ -281,33 +281,6 @@ impl Metrics {
         }
     }
 
-    /// A store write of a batch.
-    pub fn storage_write(&self, elapsed: Duration, ok: bool) {
-        self.storage_write.observe_duration(elapsed);
-        if !ok {
-            self.storage_errors.add(1);
-        }
-    }
-
-    /// Ingested rows: written, rejected, and each written row's lag.
-    pub fn ingest(&self, written: u64, rejected: u64, lags: impl IntoIterator<Item = f64>) {
-        self.ingest_written.add(written);
-        self.ingest_rejected.add(rejected);
-        for l in lags {
-            self.ingest_lag.observe(l);
-        }
-    }
-
-    /// A batch handed to the store by the write path.
-    pub fn ingest_batch(&self, rows: usize) {
-        self.ingest_batch.observe(rows as f64);
-    }
-
-    /// A batch write retried after a transient error.
-    pub fn ingest_retry(&self) {
-        self.ingest_retries.add(1);
-    }
-
     /// Prometheus text exposition of these, `registry`'s and the workers' metrics;
     /// `coalesced` is the store's count of coalesced reads, if it coalesces.
     pub fn render(
@@ -514,6 +487,34 @@ impl Metrics {
             self.ingest_retries.get()
         );
         out
+    }
+}
+
+impl oka_ingest::IngestMetrics for Metrics {
+    fn store_write(&self, elapsed: Duration, ok: bool) {
+        self.storage_write.observe_duration(elapsed);
+        if !ok {
+            self.storage_errors.add(1);
+        }
+    }
+
+    fn rows_written(&self, rows: u64, lags: &mut dyn Iterator<Item = f64>) {
+        self.ingest_written.add(rows);
+        for l in lags {
+            self.ingest_lag.observe(l);
+        }
+    }
+
+    fn rows_rejected(&self, rows: u64) {
+        self.ingest_rejected.add(rows);
+    }
+
+    fn batch(&self, rows: usize) {
+        self.ingest_batch.observe(rows as f64);
+    }
+
+    fn retry(&self) {
+        self.ingest_retries.add(1);
     }
 }
 

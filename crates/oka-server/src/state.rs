@@ -15,7 +15,7 @@ use crate::auth::ApiKeys;
 use crate::catalog;
 use crate::metrics::{Metrics, RegistryMetrics};
 use crate::stats::Stats;
-use crate::writer::{WritePath, WriterConfig};
+use oka_ingest::{WritePath, WriterConfig};
 
 /// Request limits and admission settings.
 #[derive(Debug, Clone)]
@@ -231,7 +231,7 @@ impl SharedBuilder {
     /// The shared state; starts the write path on the current tokio runtime.
     pub fn build(self) -> Arc<Shared> {
         let metrics = Arc::new(Metrics::new(self.store.backend()));
-        let writer = WritePath::spawn(Arc::clone(&self.store), Arc::clone(&metrics), self.writer);
+        let writer = WritePath::spawn(Arc::clone(&self.store), metrics.clone(), self.writer);
         Arc::new(Shared {
             loaded: ArcSwap::from_pointee(Loaded::new(self.registry, self.keys)),
             reloader: self.reloader,

@@ -14,13 +14,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use oka_core::{EntityKey, FeatureId, Registry, Row};
+use oka_core::{EntityKey, Feature, FeatureId, Registry, Row, Timestamp};
 use oka_storage::{FeatureStore, StoreError, StoreErrorKind};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 use tracing::warn;
 
-use crate::ingest::write_batch;
-use crate::metrics::Metrics;
+use crate::metrics::IngestMetrics;
 
 /// Settings of the write path.
 #[derive(Debug, Clone)]
@@ -84,7 +83,7 @@ impl WritePath {
     /// Starts the batching task on the current tokio runtime.
     pub fn spawn(
         store: Arc<dyn FeatureStore>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<dyn IngestMetrics>,
         config: WriterConfig,
     ) -> Self {
         let (tx, rx) = mpsc::channel(config.queue.max(1));
@@ -127,7 +126,7 @@ impl WritePath {
 async fn run(
     mut rx: mpsc::Receiver<Msg>,
     store: Arc<dyn FeatureStore>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn IngestMetrics>,
     config: WriterConfig,
 ) {
     let in_flight = config.max_in_flight.max(1);
@@ -173,7 +172,7 @@ async fn run(
         let metrics = Arc::clone(&metrics);
         let config = config.clone();
         tokio::spawn(async move {
-            write_jobs(&*store, &metrics, &config, jobs).await;
+            write_jobs(&*store, &*metrics, &config, jobs).await;
             drop(permit);
         });
         if next.is_none() {
@@ -193,7 +192,7 @@ struct Group {
 /// Writes the jobs' rows grouped by feature and acknowledges each job.
 async fn write_jobs(
     store: &dyn FeatureStore,
-    metrics: &Metrics,
+    metrics: &dyn IngestMetrics,
     config: &WriterConfig,
     jobs: Vec<Job>,
 ) {
@@ -219,7 +218,7 @@ async fn write_jobs(
         let feature = g.registry.feature(g.feature);
         let mut result = Ok(());
         for chunk in g.rows.chunks(config.batch_size.max(1)) {
-            metrics.ingest_batch(chunk.len());
+            metrics.batch(chunk.len());
             if let Err(e) = write_with_retries(store, metrics, config, feature, chunk).await {
                 result = Err(e);
                 break;
@@ -233,9 +232,9 @@ async fn write_jobs(
 
 async fn write_with_retries(
     store: &dyn FeatureStore,
-    metrics: &Metrics,
+    metrics: &dyn IngestMetrics,
     config: &WriterConfig,
-    feature: &oka_core::Feature,
+    feature: &Feature,
     rows: &[(EntityKey, Row)],
 ) -> Result<(), StoreError> {
     let mut attempt = 0;
@@ -249,7 +248,7 @@ async fn write_with_retries(
                     .saturating_mul(1 << attempt.min(16))
                     .min(Duration::from_secs(2));
                 attempt += 1;
-                metrics.ingest_retry();
+                metrics.retry();
                 warn!(feature = %feature.name, attempt, error = %e, delay_ms = delay.as_millis() as u64, "store write failed; retrying");
                 tokio::time::sleep(delay).await;
             }
@@ -261,12 +260,39 @@ async fn write_with_retries(
     }
 }
 
+/// Writes one batch and reports its timing, and each row's lag once written.
+async fn write_batch(
+    store: &dyn FeatureStore,
+    metrics: &dyn IngestMetrics,
+    feature: &Feature,
+    rows: &[(EntityKey, Row)],
+) -> Result<(), StoreError> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let t = Instant::now();
+    let result = store.write(feature, rows).await;
+    metrics.store_write(t.elapsed(), result.is_ok());
+    if result.is_ok() {
+        let now = Timestamp::now();
+        metrics.rows_written(
+            rows.len() as u64,
+            &mut rows
+                .iter()
+                .map(|(_, r)| (now.0 - r.event_time.0) as f64 / 1e6),
+        );
+    }
+    result
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use async_trait::async_trait;
-    use oka_core::{NativeUdfs, Query, Timestamp, Value};
+    use oka_core::{NativeUdfs, Query, Value};
+
+    use crate::metrics::NoMetrics;
     use oka_storage::MemoryStore;
 
     use super::*;
@@ -350,7 +376,7 @@ mod tests {
     #[tokio::test]
     async fn small_jobs_are_batched_together() {
         let store = Arc::new(Flaky::default());
-        let w = WritePath::spawn(store.clone(), Arc::new(Metrics::new("flaky")), config());
+        let w = WritePath::spawn(store.clone(), Arc::new(NoMetrics), config());
         let r = registry();
         let writes = (0..50).map(|i| w.write(&r, 0, rows(i * 2, 2)));
         for res in futures::future::join_all(writes).await {
@@ -374,7 +400,7 @@ mod tests {
     async fn flush_waits_for_queued_writes() {
         let store = Arc::new(Flaky::default());
         store.fail.store(2, Ordering::SeqCst);
-        let w = WritePath::spawn(store.clone(), Arc::new(Metrics::new("flaky")), config());
+        let w = WritePath::spawn(store.clone(), Arc::new(NoMetrics), config());
         let r = registry();
         let (w2, r2) = (w.clone(), Arc::clone(&r));
         let pending = tokio::spawn(async move { w2.write(&r2, 0, rows(0, 10)).await });
@@ -397,7 +423,7 @@ mod tests {
     async fn transient_errors_are_retried() {
         let store = Arc::new(Flaky::default());
         store.fail.store(3, Ordering::SeqCst);
-        let w = WritePath::spawn(store.clone(), Arc::new(Metrics::new("flaky")), config());
+        let w = WritePath::spawn(store.clone(), Arc::new(NoMetrics), config());
         w.write(&registry(), 0, rows(0, 10)).await.unwrap();
         assert_eq!(store.calls.load(Ordering::SeqCst), 4);
     }
@@ -408,7 +434,7 @@ mod tests {
             permanent: true,
             ..Default::default()
         });
-        let w = WritePath::spawn(store.clone(), Arc::new(Metrics::new("flaky")), config());
+        let w = WritePath::spawn(store.clone(), Arc::new(NoMetrics), config());
         let e = w.write(&registry(), 0, rows(0, 10)).await.unwrap_err();
         assert_eq!(e.kind, StoreErrorKind::Internal);
         assert_eq!(store.calls.load(Ordering::SeqCst), 1, "not retried");

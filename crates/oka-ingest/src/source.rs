@@ -1,6 +1,6 @@
 //! The mock periodic source (Volga's `MockOnlineConnector.with_periodic_items`):
 //! every `period_s` it writes its records again with the emit time as event time,
-//! in batches through [`crate::ingest::write_batch`].
+//! in batches through the write path ([`crate::writer`]).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +10,7 @@ use oka_core::spec::MockSourceSpec;
 use oka_core::{EntityKey, FeatureId, Registry, Row, Timestamp, Value, cel_udf};
 use tracing::{info, warn};
 
-use crate::state::Shared;
+use crate::writer::WritePath;
 
 /// Rows per job handed to the write path.
 const BATCH: usize = 1000;
@@ -100,7 +100,7 @@ impl MockSource {
     /// feature).
     pub async fn emit(
         &self,
-        shared: &Shared,
+        writer: &WritePath,
         registry: &Arc<Registry>,
         tick: u64,
     ) -> Result<usize, String> {
@@ -113,7 +113,7 @@ impl MockSource {
         }
         let writes = chunks
             .into_iter()
-            .map(|c| shared.writer.write(registry, self.feature, c));
+            .map(|c| writer.write(registry, self.feature, c));
         for r in futures::future::join_all(writes).await {
             r.map_err(|e| e.to_string())?;
         }
@@ -126,15 +126,15 @@ impl MockSource {
     }
 }
 
-/// Writes every source's first emission (so data is there before serving starts),
-/// then returns a future that keeps the periodic ones going.
+/// Writes every source of `registry` once (so data is there before serving
+/// starts), then returns a future that keeps the periodic ones going.
 pub async fn start(
-    shared: Arc<Shared>,
+    writer: WritePath,
+    registry: Arc<Registry>,
 ) -> Result<impl Future<Output = ()> + Send + 'static, String> {
-    let registry = Arc::clone(&shared.loaded.load().registry);
     let sources = MockSource::all(&registry);
     for s in &sources {
-        let n = s.emit(&shared, &registry, 0).await?;
+        let n = s.emit(&writer, &registry, 0).await?;
         info!(
             feature = s.feature_name(&registry),
             records = n,
@@ -144,7 +144,7 @@ pub async fn start(
     Ok(async move {
         let tasks = sources.into_iter().filter_map(|s| {
             let period = s.period()?;
-            let shared = Arc::clone(&shared);
+            let writer = writer.clone();
             let registry = Arc::clone(&registry);
             Some(async move {
                 let mut interval = tokio::time::interval(period);
@@ -152,7 +152,7 @@ pub async fn start(
                 interval.tick().await; // the first tick is immediate: emission 0 is done
                 for tick in 1u64.. {
                     interval.tick().await;
-                    if let Err(e) = s.emit(&shared, &registry, tick).await {
+                    if let Err(e) = s.emit(&writer, &registry, tick).await {
                         warn!(feature = s.feature_name(&registry), error = %e, "mock source emission failed");
                     }
                 }
