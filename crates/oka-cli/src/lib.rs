@@ -25,6 +25,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use oka_core::request::RequestLimits;
 use oka_core::{NativeUdfs, Registry};
 use oka_server::auth::ApiKeys;
+use oka_server::conn::ConnTimeouts;
 use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
 use oka_server::{Limits, Shared};
 use tracing::info;
@@ -131,8 +132,10 @@ struct ServeArgs {
     /// Serving address.
     #[arg(long, env = "OKA_LISTEN", default_value = "0.0.0.0:1122")]
     listen: SocketAddr,
-    /// Admin address (health, readiness, metrics, stats).
-    #[arg(long, env = "OKA_ADMIN_LISTEN", default_value = "0.0.0.0:9122")]
+    /// Admin address (health, readiness, metrics, stats, reload). Loopback by
+    /// default: set it to the pod's address (e.g. `0.0.0.0:9122` in a container)
+    /// for probes and scraping.
+    #[arg(long, env = "OKA_ADMIN_LISTEN", default_value = "127.0.0.1:9122")]
     admin_listen: SocketAddr,
     /// Worker threads (default: the CPUs this process may use).
     #[arg(long, env = "OKA_WORKERS")]
@@ -140,9 +143,30 @@ struct ServeArgs {
     /// Pin worker i to core i (only when workers ≤ cores).
     #[arg(long, env = "OKA_PIN", default_value_t = true, action = clap::ArgAction::Set)]
     pin: bool,
-    /// Largest request body in bytes (413 beyond).
+    /// Largest request body in bytes (413 beyond; a larger declared
+    /// `Content-Length` is refused before any of the body is read).
     #[arg(long, env = "OKA_MAX_BODY_BYTES", default_value_t = Limits::default().max_body_bytes)]
     max_body_bytes: usize,
+    /// A request body must arrive within this many milliseconds of its request
+    /// head; 408 and the connection closed beyond.
+    #[arg(long, env = "OKA_BODY_READ_TIMEOUT_MS", default_value_t = Limits::default().body_read_timeout.as_millis() as u64)]
+    body_read_timeout_ms: u64,
+    /// A request head must arrive within this many milliseconds of its first byte
+    /// (a new connection: of being accepted); the connection is closed beyond.
+    #[arg(long, env = "OKA_HEADER_READ_TIMEOUT_MS", default_value_t = ConnTimeouts::default().header_read.as_millis() as u64)]
+    header_read_timeout_ms: u64,
+    /// A keep-alive connection idle this many milliseconds between requests is
+    /// closed. Keep it above the load balancer's idle timeout (an ALB's is 60 s).
+    #[arg(long, env = "OKA_IDLE_TIMEOUT_MS", default_value_t = ConnTimeouts::default().idle.as_millis() as u64)]
+    idle_timeout_ms: u64,
+    /// Client connections one worker holds open; beyond, a new connection is
+    /// answered 503 and closed.
+    #[arg(long, env = "OKA_MAX_CONNECTIONS", default_value_t = oka_server::runtime::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
+    /// Bytes of `POST /v1/ingest` bodies held at once over all workers; beyond,
+    /// 503 with `Retry-After`.
+    #[arg(long, env = "OKA_MAX_INGEST_BYTES", default_value_t = Limits::default().max_ingest_bytes)]
+    max_ingest_bytes: usize,
     /// Requests one worker serves at once; beyond, 503 with `Retry-After` at once.
     #[arg(long, env = "OKA_MAX_IN_FLIGHT_REQUESTS", default_value_t = Limits::default().max_in_flight)]
     max_in_flight_requests: usize,
@@ -365,6 +389,8 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         info!(store = %stores::redact(&args.store.store), backend = store.backend(), "store opened");
         let limits = Limits {
             max_body_bytes: args.max_body_bytes,
+            body_read_timeout: Duration::from_millis(args.body_read_timeout_ms.max(1)),
+            max_ingest_bytes: args.max_ingest_bytes,
             max_in_flight: args.max_in_flight_requests,
             default_deadline: Duration::from_millis(args.deadline_ms.max(1)),
             request: RequestLimits {
@@ -390,14 +416,18 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         let sources = tokio::spawn(sources);
 
         let config = ServerConfig {
-            listen: args.listen,
-            admin_listen: args.admin_listen,
             workers: args.workers.unwrap_or_else(available_cpus),
             pin: args.pin,
             runtime: match args.runtime {
                 RuntimeArg::PerCore => RuntimeMode::PerCore,
                 RuntimeArg::Shared => RuntimeMode::Shared,
             },
+            timeouts: ConnTimeouts {
+                header_read: Duration::from_millis(args.header_read_timeout_ms.max(1)),
+                idle: Duration::from_millis(args.idle_timeout_ms.max(1)),
+            },
+            max_connections: args.max_connections.max(1),
+            ..ServerConfig::new(args.listen, args.admin_listen)
         };
         let running = oka_server::runtime::start(&config, Arc::clone(&shared))
             .with_context(|| format!("binding {} and {}", config.listen, config.admin_listen))?;
@@ -406,16 +436,14 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         info!(grace_s = args.shutdown_grace_s, "shutting down");
         sources.abort();
         let grace = Duration::from_secs(args.shutdown_grace_s);
-        let clean = tokio::task::spawn_blocking(move || running.shutdown(grace))
+        let report = tokio::task::spawn_blocking(move || running.shutdown(grace))
             .await
             .context("joining workers")?;
-        info!(clean, "stopped");
-        if clean {
+        info!(clean = report.clean(), "stopped");
+        if report.clean() {
             Ok(())
         } else {
-            Err(anyhow::anyhow!(
-                "shutdown was not clean: in-flight requests or ingest batches outlived the grace period"
-            ))
+            Err(anyhow::anyhow!("shutdown was not clean: {report}"))
         }
     })
 }

@@ -103,6 +103,12 @@ pub enum ErrorCode {
     DeadlineExceeded,
     /// The server refused the request to protect itself.
     Overloaded,
+    /// The request body did not arrive within the body-read timeout.
+    BodyTimeout,
+    /// Too many reloads: one is running, or the last was too recent.
+    TooManyReloads,
+    /// The server is shutting down and took no new work.
+    ShuttingDown,
     /// A bug or an unexpected failure; details are logged, not returned.
     Internal,
 }
@@ -130,6 +136,9 @@ impl ErrorCode {
             Self::StoreTimeout => "store_timeout",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::Overloaded => "overloaded",
+            Self::BodyTimeout => "body_timeout",
+            Self::TooManyReloads => "too_many_reloads",
+            Self::ShuttingDown => "shutting_down",
             Self::Internal => "internal",
         }
     }

@@ -46,7 +46,11 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::UnknownFeature | ErrorCode::NotFound => StatusCode::NOT_FOUND,
         ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-        ErrorCode::Overloaded | ErrorCode::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
+        ErrorCode::TooManyReloads => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::Overloaded | ErrorCode::StoreUnavailable | ErrorCode::ShuttingDown => {
+            StatusCode::SERVICE_UNAVAILABLE
+        }
         ErrorCode::StoreTimeout | ErrorCode::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -95,10 +99,50 @@ impl IntoResponse for ApiError {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
         }
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         }
+        // The body may be partly unread (408, 413) or the server is going away:
+        // the connection cannot carry another request.
+        if matches!(
+            self.code,
+            ErrorCode::BodyTimeout | ErrorCode::PayloadTooLarge | ErrorCode::ShuttingDown
+        ) {
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         resp
+    }
+}
+
+/// An I/O error in words for a person: what happened, without the OS error
+/// number or a Debug dump.
+pub fn io_reason(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    let text = match (e.raw_os_error(), e.kind()) {
+        (Some(24), _) => "too many open files (the process's descriptor limit)",
+        (Some(23), _) => "too many open files in the system",
+        (_, K::NotFound) => "no such file or directory",
+        (_, K::PermissionDenied) => "permission denied",
+        (_, K::AlreadyExists) => "it already exists",
+        (_, K::AddrInUse) => "the address is already in use",
+        (_, K::AddrNotAvailable) => "the address is not available on this host",
+        (_, K::ConnectionRefused) => "connection refused",
+        (_, K::ConnectionReset) => "connection reset by the peer",
+        (_, K::TimedOut) => "timed out",
+        (_, K::InvalidData) => "the data is not valid (for text: not UTF-8)",
+        (_, K::IsADirectory) => "it is a directory",
+        (_, K::OutOfMemory) => "out of memory",
+        _ => "",
+    };
+    if !text.is_empty() {
+        return text.to_owned();
+    }
+    // Other errors: the message without the trailing " (os error N)".
+    let message = e.to_string();
+    match message.rfind(" (os error ") {
+        Some(i) => message[..i].to_lowercase(),
+        None => message,
     }
 }

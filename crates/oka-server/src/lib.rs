@@ -8,10 +8,12 @@
 //! - [`metrics`], [`stats`]: Prometheus metrics and Volga-style windowed stats.
 //! - [`state`]: what handlers share (atomically reloadable), admission control;
 //!   [`auth`]: API keys; [`catalog`]: the registry as JSON.
-//! - [`runtime`]: per-core worker threads on `SO_REUSEPORT` listeners.
+//! - [`runtime`]: per-core worker threads on `SO_REUSEPORT` listeners, their
+//!   accept loops and shutdown; [`conn`]: one connection and its timeouts.
 
 pub mod auth;
 pub mod catalog;
+pub mod conn;
 pub mod error;
 pub mod ingest;
 pub mod metrics;

@@ -171,6 +171,66 @@ fn status_class(status: u16) -> usize {
     }
 }
 
+/// Which timeout closed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnTimeout {
+    /// A request head did not arrive within the header-read timeout.
+    HeaderRead,
+    /// The connection sat idle between requests past the idle timeout.
+    Idle,
+}
+
+impl ConnTimeout {
+    const ALL: [ConnTimeout; 2] = [ConnTimeout::HeaderRead, ConnTimeout::Idle];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::HeaderRead => "header_read",
+            Self::Idle => "idle",
+        }
+    }
+}
+
+/// What a limit refused, a bounded label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A connection beyond the worker's connection cap (answered 503, closed).
+    ConnectionCap,
+    /// A connection taken while the process was out of file descriptors
+    /// (answered 503, closed).
+    FdLimit,
+    /// A body over the size limit (413).
+    BodyTooLarge,
+    /// A body that did not arrive within the body-read timeout (408).
+    BodyTimeout,
+    /// An ingest body beyond the ingest byte budget (503).
+    IngestBudget,
+    /// A request whose body was still arriving at shutdown (503).
+    ShuttingDown,
+}
+
+impl Refusal {
+    const ALL: [Refusal; 6] = [
+        Refusal::ConnectionCap,
+        Refusal::FdLimit,
+        Refusal::BodyTooLarge,
+        Refusal::BodyTimeout,
+        Refusal::IngestBudget,
+        Refusal::ShuttingDown,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::ConnectionCap => "connection_cap",
+            Self::FdLimit => "fd_limit",
+            Self::BodyTooLarge => "body_too_large",
+            Self::BodyTimeout => "body_timeout",
+            Self::IngestBudget => "ingest_budget",
+            Self::ShuttingDown => "shutting_down",
+        }
+    }
+}
+
 /// Storage queries, a bounded label.
 const QUERIES: [&str; 3] = ["latest", "range", "last_n"];
 
@@ -228,6 +288,39 @@ pub struct Metrics {
     ingest_lag: Histogram,
     ingest_batch: Histogram,
     ingest_retries: Counter,
+    connections_accepted: Counter,
+    connection_timeouts: [Counter; 2],
+    refused: [Counter; 6],
+    accept_errors: [Counter; 2],
+    unanswered: Counter,
+    reloads: [Counter; 3],
+}
+
+/// How a reload request ended, a bounded label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReloadResult {
+    /// The new spec and keys are serving.
+    Ok,
+    /// The new spec or keys were invalid; the old ones keep serving.
+    Invalid,
+    /// Refused: another reload was running, or the last one was too recent.
+    Refused,
+}
+
+impl ReloadResult {
+    const ALL: [ReloadResult; 3] = [
+        ReloadResult::Ok,
+        ReloadResult::Invalid,
+        ReloadResult::Refused,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Invalid => "invalid",
+            Self::Refused => "refused",
+        }
+    }
 }
 
 impl Metrics {
@@ -252,7 +345,48 @@ impl Metrics {
             ingest_lag: Histogram::new(LAG_BUCKETS),
             ingest_batch: Histogram::new(BATCH_BUCKETS),
             ingest_retries: Counter::default(),
+            connections_accepted: Counter::default(),
+            connection_timeouts: Default::default(),
+            refused: Default::default(),
+            accept_errors: Default::default(),
+            unanswered: Counter::default(),
+            reloads: Default::default(),
         }
+    }
+
+    /// A connection was accepted.
+    pub fn connection_accepted(&self) {
+        self.connections_accepted.add(1);
+    }
+
+    /// A timeout closed a connection.
+    pub fn connection_timed_out(&self, which: ConnTimeout) {
+        self.connection_timeouts[which as usize].add(1);
+    }
+
+    /// A limit refused a connection or a request.
+    pub fn refused(&self, what: Refusal) {
+        self.refused[what as usize].add(1);
+    }
+
+    /// How many `what` refused so far.
+    pub fn refused_count(&self, what: Refusal) -> u64 {
+        self.refused[what as usize].get()
+    }
+
+    /// `accept` failed; `fd_limit` when the process was out of descriptors.
+    pub fn accept_error(&self, fd_limit: bool) {
+        self.accept_errors[usize::from(!fd_limit)].add(1);
+    }
+
+    /// Connections closed by shutdown with complete requests unanswered.
+    pub fn unanswered_connections(&self, n: u64) {
+        self.unanswered.add(n);
+    }
+
+    /// A reload request ended.
+    pub fn reload(&self, result: ReloadResult) {
+        self.reloads[result as usize].add(1);
     }
 
     /// A finished HTTP request.
@@ -343,6 +477,97 @@ impl Metrics {
                 out,
                 "oka_http_requests_shed_total{{worker=\"{}\"}} {n}",
                 w.index
+            );
+        }
+        header(
+            &mut out,
+            "oka_http_connections_open",
+            "gauge",
+            "Open client connections, by worker.",
+        );
+        for w in workers {
+            let n = w.connections.load(Ordering::Relaxed);
+            let _ = writeln!(
+                out,
+                "oka_http_connections_open{{worker=\"{}\"}} {n}",
+                w.index
+            );
+        }
+        header(
+            &mut out,
+            "oka_http_connections_accepted_total",
+            "counter",
+            "Client connections accepted (including the ones then refused).",
+        );
+        let _ = writeln!(
+            out,
+            "oka_http_connections_accepted_total {}",
+            self.connections_accepted.get()
+        );
+        header(
+            &mut out,
+            "oka_http_connection_timeouts_total",
+            "counter",
+            "Connections closed by a timeout, by phase (header_read: a request head too slow; idle: nothing sent between requests).",
+        );
+        for t in ConnTimeout::ALL {
+            let _ = writeln!(
+                out,
+                "oka_http_connection_timeouts_total{{phase=\"{}\"}} {}",
+                t.label(),
+                self.connection_timeouts[t as usize].get()
+            );
+        }
+        header(
+            &mut out,
+            "oka_http_refused_total",
+            "counter",
+            "Connections and requests refused by a limit, by reason (the in-flight limit is oka_http_requests_shed_total).",
+        );
+        for r in Refusal::ALL {
+            let _ = writeln!(
+                out,
+                "oka_http_refused_total{{reason=\"{}\"}} {}",
+                r.label(),
+                self.refused[r as usize].get()
+            );
+        }
+        header(
+            &mut out,
+            "oka_http_accept_errors_total",
+            "counter",
+            "Failed accepts, by kind (fd_limit: the process was out of file descriptors).",
+        );
+        for (i, kind) in ["fd_limit", "other"].iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "oka_http_accept_errors_total{{kind=\"{kind}\"}} {}",
+                self.accept_errors[i].get()
+            );
+        }
+        header(
+            &mut out,
+            "oka_http_shutdown_unanswered_connections_total",
+            "counter",
+            "Connections a shutdown closed while complete requests on them were unanswered.",
+        );
+        let _ = writeln!(
+            out,
+            "oka_http_shutdown_unanswered_connections_total {}",
+            self.unanswered.get()
+        );
+        header(
+            &mut out,
+            "oka_admin_reloads_total",
+            "counter",
+            "Reload requests (SIGHUP, POST /admin/reload), by result.",
+        );
+        for r in ReloadResult::ALL {
+            let _ = writeln!(
+                out,
+                "oka_admin_reloads_total{{result=\"{}\"}} {}",
+                r.label(),
+                self.reloads[r as usize].get()
             );
         }
         header(

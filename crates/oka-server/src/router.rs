@@ -1,9 +1,14 @@
 //! The serving and admin routers.
 //!
-//! Every serving request walks the same gate before its handler: admission (a
-//! per-worker in-flight limit, 503 at once beyond it), then the API key check (when
-//! keys are configured), then the body read (size-limited).
+//! Every serving request walks the same gate before its handler: the API key
+//! check (when keys are configured), then the body read (size-limited, with a
+//! deadline, refused before reading when its declared length is too big; ingest
+//! bodies also against the global ingest budget), then admission (a per-worker
+//! in-flight limit, 503 at once beyond it). A slot is taken only once the body is
+//! in memory, so slow uploads cannot starve other requests.
 
+use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -12,14 +17,16 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use bytes::Bytes;
+use http_body_util::BodyExt;
 use oka_core::ErrorCode;
 use percent_encoding::percent_decode_str;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::auth::Scope;
 use crate::error::ApiError;
 use crate::ingest;
-use crate::metrics::Route;
+use crate::metrics::{Refusal, Route};
 use crate::serve;
 use crate::state::{Admitted, AppState};
 
@@ -56,20 +63,157 @@ pub fn admin_router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Reads a body up to the configured limit; beyond it, 413.
-async fn read_body(state: &AppState, body: Body) -> Result<bytes::Bytes, ApiError> {
-    let limit = state.shared.limits.max_body_bytes;
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => Err(ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("request body exceeds {limit} bytes"),
-        )),
-        Err(_) => Err(ApiError::new(
-            ErrorCode::MalformedRequest,
-            "could not read the request body",
-        )),
+/// A shutdown gives a request body still arriving this long to complete.
+const DRAIN_BODY_GRACE: Duration = Duration::from_secs(1);
+
+/// A request body in memory, and the ingest budget it holds (if it was read
+/// against the budget) until dropped.
+#[derive(Debug)]
+struct BodyBytes {
+    bytes: Bytes,
+    _budget: Option<OwnedSemaphorePermit>,
+}
+
+fn too_large(state: &AppState, limit: usize) -> ApiError {
+    state.shared.metrics.refused(Refusal::BodyTooLarge);
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("the request body exceeds {limit} bytes (the server's --max-body-bytes)"),
+    )
+}
+
+fn over_budget(state: &AppState) -> ApiError {
+    state.shared.metrics.refused(Refusal::IngestBudget);
+    ApiError::new(
+        ErrorCode::Overloaded,
+        "the server holds as many ingest bodies as its ingest budget allows; retry shortly",
+    )
+}
+
+/// Takes `n` bytes of the ingest budget, or refuses at once.
+fn take_budget(
+    state: &AppState,
+    budget: &Arc<Semaphore>,
+    n: usize,
+) -> Result<OwnedSemaphorePermit, ApiError> {
+    u32::try_from(n)
+        .ok()
+        .and_then(|n| Arc::clone(budget).try_acquire_many_owned(n).ok())
+        .ok_or_else(|| over_budget(state))
+}
+
+/// Reads a request body. A declared `Content-Length` over the limit is refused
+/// (413) before any of the body is read, and so is a body that grows past it; the
+/// body must arrive within the body-read timeout (408); a shutdown gives a body
+/// still arriving [`DRAIN_BODY_GRACE`], then answers 503. With `budget`, the body's
+/// bytes are also taken from the ingest budget (503 at once when it is spent).
+async fn read_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    budget: Option<&Arc<Semaphore>>,
+) -> Result<BodyBytes, ApiError> {
+    let limits = &state.shared.limits;
+    let limit = limits.max_body_bytes;
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large(state, limit));
     }
+    let mut held = match (budget, declared) {
+        (Some(budget), Some(n)) => Some(take_budget(state, budget, n as usize)?),
+        _ => None,
+    };
+    // Without a declared length the budget is taken as the bytes arrive.
+    let per_frame = if declared.is_none() { budget } else { None };
+    let bytes = {
+        let mut read = std::pin::pin!(collect(state, body, limit, per_frame, &mut held));
+        // Most bodies arrive with their head: no timer for them.
+        match futures::poll!(read.as_mut()) {
+            Poll::Ready(bytes) => bytes?,
+            Poll::Pending => {
+                let timed_out = || {
+                    state.shared.metrics.refused(Refusal::BodyTimeout);
+                    ApiError::new(
+                        ErrorCode::BodyTimeout,
+                        format!(
+                            "the request body did not arrive within {} ms of the request head; send it promptly",
+                            limits.body_read_timeout.as_millis()
+                        ),
+                    )
+                };
+                tokio::select! {
+                    read = tokio::time::timeout(limits.body_read_timeout, read.as_mut()) => {
+                        read.map_err(|_| timed_out())??
+                    }
+                    () = state.shared.drained() => {
+                        tokio::time::timeout(DRAIN_BODY_GRACE, read.as_mut())
+                            .await
+                            .map_err(|_| {
+                                state.shared.metrics.refused(Refusal::ShuttingDown);
+                                ApiError::new(
+                                    ErrorCode::ShuttingDown,
+                                    "the server is shutting down and the request body had not arrived; retry on another instance",
+                                )
+                            })??
+                    }
+                }
+            }
+        }
+    };
+    Ok(BodyBytes {
+        bytes,
+        _budget: held,
+    })
+}
+
+/// Collects a body's data frames, refusing it past `limit` bytes (and, with
+/// `budget`, when the ingest budget cannot cover the next frame).
+async fn collect(
+    state: &AppState,
+    mut body: Body,
+    limit: usize,
+    budget: Option<&Arc<Semaphore>>,
+    held: &mut Option<OwnedSemaphorePermit>,
+) -> Result<Bytes, ApiError> {
+    let mut first: Option<Bytes> = None;
+    let mut rest: Vec<u8> = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| {
+            ApiError::new(
+                ErrorCode::MalformedRequest,
+                "could not read the request body (the connection failed or the encoding is broken)",
+            )
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        total += data.len();
+        if total > limit {
+            return Err(too_large(state, limit));
+        }
+        if let Some(budget) = budget {
+            let more = take_budget(state, budget, data.len())?;
+            match held {
+                Some(h) => h.merge(more),
+                None => *held = Some(more),
+            }
+        }
+        // One frame is the common case: kept without a copy.
+        match &first {
+            None if rest.is_empty() => first = Some(data),
+            _ => {
+                if let Some(f) = first.take() {
+                    rest.extend_from_slice(&f);
+                }
+                rest.extend_from_slice(&data);
+            }
+        }
+    }
+    Ok(first.unwrap_or_else(|| Bytes::from(rest)))
 }
 
 /// The request's deadline header, if any.
@@ -94,17 +238,21 @@ fn deadline_header(headers: &HeaderMap) -> Result<Option<Duration>, ApiError> {
         })
 }
 
-/// Admission and authentication, in that order. Holding the returned slot counts
-/// the request as in flight on this worker.
-fn gate(state: &AppState, headers: &HeaderMap, scope: Scope) -> Result<Admitted, ApiError> {
-    let slot = state.admit().ok_or_else(|| {
+/// The API key check (when keys are configured); cheap, so it runs before the
+/// body is read.
+fn authorize(state: &AppState, headers: &HeaderMap, scope: Scope) -> Result<(), ApiError> {
+    state.shared.loaded.load().keys.check(headers, scope)
+}
+
+/// Admission: a slot on this worker, taken once the request's body is in memory
+/// (a slow upload never holds one). Holding it counts the request as in flight.
+fn admit(state: &AppState) -> Result<Admitted, ApiError> {
+    state.admit().ok_or_else(|| {
         ApiError::new(
             ErrorCode::Overloaded,
             "this worker is at its in-flight limit; retry shortly",
         )
-    })?;
-    state.shared.loaded.load().keys.check(headers, scope)?;
-    Ok(slot)
+    })
 }
 
 /// Records metrics for a finished request and turns errors into responses.
@@ -135,15 +283,16 @@ async fn compute(
     state: &AppState,
     route: Route,
     headers: &HeaderMap,
-    body: impl Future<Output = Result<bytes::Bytes, ApiError>>,
+    body: impl Future<Output = Result<Bytes, ApiError>>,
     volga: bool,
 ) -> Response {
     let started = Instant::now();
     state.shared.metrics.in_flight().add(1);
     let result = async {
-        let _slot = gate(state, headers, Scope::Read)?;
+        authorize(state, headers, Scope::Read)?;
         let deadline = deadline_header(headers)?;
         let body = body.await?;
+        let _slot = admit(state)?;
         let (out, timing) = serve::features(state, &body, volga, started, deadline).await?;
         let mut resp = json_response(out);
         if let Ok(v) = HeaderValue::from_str(&timing.header()) {
@@ -156,25 +305,13 @@ async fn compute(
 }
 
 async fn post_features(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    compute(
-        &state,
-        Route::Features,
-        &headers,
-        read_body(&state, body),
-        false,
-    )
-    .await
+    let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
+    compute(&state, Route::Features, &headers, body, false).await
 }
 
 async fn post_volga(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    compute(
-        &state,
-        Route::VolgaPost,
-        &headers,
-        read_body(&state, body),
-        true,
-    )
-    .await
+    let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
+    compute(&state, Route::VolgaPost, &headers, body, true).await
 }
 
 /// Volga's `GET /on_demand_compute/{json}`: the request is percent-encoded JSON in
@@ -193,9 +330,7 @@ async fn get_volga(State(state): State<AppState>, headers: HeaderMap, uri: Uri) 
                 "request exceeds the size limit",
             ));
         }
-        Ok(bytes::Bytes::from(
-            percent_decode_str(raw).collect::<Vec<u8>>(),
-        ))
+        Ok(Bytes::from(percent_decode_str(raw).collect::<Vec<u8>>()))
     };
     compute(&state, Route::VolgaGet, &headers, body, true).await
 }
@@ -203,7 +338,8 @@ async fn get_volga(State(state): State<AppState>, headers: HeaderMap, uri: Uri) 
 async fn get_catalog(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let started = Instant::now();
     state.shared.metrics.in_flight().add(1);
-    let result = gate(&state, &headers, Scope::Read)
+    let result = authorize(&state, &headers, Scope::Read)
+        .and_then(|()| admit(&state))
         .map(|_slot| json_response(state.shared.loaded.load().catalog_json.clone()));
     finish(&state, Route::Registry, started, result)
 }
@@ -212,9 +348,11 @@ async fn post_ingest(State(state): State<AppState>, headers: HeaderMap, body: Bo
     let started = Instant::now();
     state.shared.metrics.in_flight().add(1);
     let result = async {
-        let _slot = gate(&state, &headers, Scope::Write)?;
-        let body = read_body(&state, body).await?;
-        let summary = ingest::ingest(&state.shared, &body).await?;
+        authorize(&state, &headers, Scope::Write)?;
+        let budget = Arc::clone(&state.shared.ingest_budget);
+        let body = read_body(&state, &headers, body, Some(&budget)).await?;
+        let _slot = admit(&state)?;
+        let summary = ingest::ingest(&state.shared, &body.bytes).await?;
         Ok(json_response(summary))
     }
     .await;
@@ -250,11 +388,7 @@ fn not_ready(reason: &'static str) -> Response {
 }
 
 async fn readyz(State(state): State<AppState>) -> Response {
-    if state
-        .shared
-        .draining
-        .load(std::sync::atomic::Ordering::Acquire)
-    {
+    if state.shared.is_draining() {
         return not_ready("shutting down");
     }
     match state.shared.store.health().await {

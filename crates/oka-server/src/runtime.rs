@@ -2,6 +2,12 @@
 //! to a core, and accepts on its own `SO_REUSEPORT` listener on the shared port, so
 //! the kernel spreads connections and workers share nothing on the hot path but the
 //! store client and atomic metrics. The admin server runs on a thread of its own.
+//!
+//! Each accept loop caps its open connections (beyond the cap a new connection
+//! gets a 503 and is closed), survives running out of file descriptors (it logs,
+//! counts, answers the waiting connection 503 with a spare descriptor, and goes on
+//! once descriptors free up), and on shutdown closes its listener and waits for its
+//! connections to finish ([`crate::conn`]).
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -12,10 +18,13 @@ use std::time::{Duration, Instant};
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
+use crate::conn::{self, ConnTimeouts};
+use crate::metrics::{Metrics, Refusal};
 use crate::router::{admin_router, router};
-use crate::state::{AppState, Shared};
+use crate::state::{AppState, Shared, WorkerCounters};
 
 /// How workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -42,7 +51,31 @@ pub struct ServerConfig {
     pub pin: bool,
     /// Per-core workers or one shared runtime.
     pub runtime: RuntimeMode,
+    /// Header-read and keep-alive idle timeouts of client connections.
+    pub timeouts: ConnTimeouts,
+    /// Client connections one worker holds open; beyond, new ones are answered
+    /// 503 and closed.
+    pub max_connections: usize,
 }
+
+impl ServerConfig {
+    /// Defaults for everything but the addresses.
+    pub fn new(listen: SocketAddr, admin_listen: SocketAddr) -> Self {
+        Self {
+            listen,
+            admin_listen,
+            workers: available_cpus(),
+            pin: true,
+            runtime: RuntimeMode::PerCore,
+            timeouts: ConnTimeouts::default(),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Client connections one worker holds open by default (each costs 25–40 KB
+/// while idle, so 4096 is ~160 MB per worker at worst).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 
 /// CPUs this process may run on (cgroup- and affinity-aware, as the standard
 /// library reports them).
@@ -60,39 +93,93 @@ pub struct Running {
     shared: Arc<Shared>,
     stop_workers: watch::Sender<bool>,
     stop_admin: watch::Sender<bool>,
-    workers: Vec<JoinHandle<()>>,
-    admin: JoinHandle<()>,
+    workers: Vec<JoinHandle<Served>>,
+    admin: JoinHandle<Served>,
+}
+
+/// How a shutdown went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shutdown {
+    /// Every worker finished within the grace period.
+    pub in_time: bool,
+    /// Connections closed with complete requests on them unanswered.
+    pub unanswered: u64,
+    /// Queued ingest batches were all written.
+    pub flushed: bool,
+}
+
+impl Shutdown {
+    /// Nothing was cut short: every request received was answered and every
+    /// acknowledged write is stored.
+    pub fn clean(&self) -> bool {
+        self.in_time && self.unanswered == 0 && self.flushed
+    }
+}
+
+impl std::fmt::Display for Shutdown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut problems = Vec::new();
+        if !self.in_time {
+            problems.push("in-flight requests outlived the grace period".to_owned());
+        }
+        if self.unanswered > 0 {
+            problems.push(format!(
+                "{} connection(s) were closed with requests they had sent unanswered",
+                self.unanswered
+            ));
+        }
+        if !self.flushed {
+            problems.push("queued ingest batches were not all written".to_owned());
+        }
+        if problems.is_empty() {
+            f.write_str("clean")
+        } else {
+            f.write_str(&problems.join("; "))
+        }
+    }
 }
 
 impl Running {
-    /// Graceful shutdown: `/readyz` turns false, the workers stop accepting and
-    /// finish their in-flight requests for up to `grace`, queued ingest batches are
-    /// written, then the admin server stops. Returns whether everything finished
-    /// within the grace period.
-    pub fn shutdown(self, grace: Duration) -> bool {
+    /// Graceful shutdown: `/readyz` turns false and request bodies still arriving
+    /// are cut short (503); the workers stop accepting, close idle connections and
+    /// finish the requests they are serving, for up to `grace`; queued ingest
+    /// batches are written; then the admin server stops.
+    pub fn shutdown(self, grace: Duration) -> Shutdown {
         let deadline = Instant::now() + grace;
-        self.shared.draining.store(true, Ordering::Release);
+        self.shared.start_draining();
         let _ = self.stop_workers.send(true);
-        let mut clean = true;
+        let mut report = Shutdown {
+            in_time: true,
+            unanswered: 0,
+            flushed: false,
+        };
         for t in self.workers {
             while !t.is_finished() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(10));
+                std::thread::sleep(Duration::from_millis(5));
             }
             if t.is_finished() {
-                let _ = t.join();
+                if let Ok(served) = t.join() {
+                    report.unanswered += served.unanswered;
+                }
             } else {
-                clean = false;
+                report.in_time = false;
             }
         }
-        if !clean {
+        if !report.in_time {
             warn!(
                 grace_ms = grace.as_millis() as u64,
                 "in-flight requests outlived the grace period"
             );
         }
+        if report.unanswered > 0 {
+            warn!(
+                connections = report.unanswered,
+                "shutdown closed connections with requests they had sent unanswered"
+            );
+        }
         // Flush the write path on a small runtime of its own.
         let writer = self.shared.writer.clone();
-        let flushed = tokio::runtime::Builder::new_current_thread()
+        report.flushed = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map(|rt| {
@@ -103,12 +190,12 @@ impl Running {
                     .is_ok()
             })
             .unwrap_or(false);
-        if !flushed {
+        if !report.flushed {
             warn!("pending ingest batches were not all written before shutdown");
         }
         let _ = self.stop_admin.send(true);
         let _ = self.admin.join();
-        clean && flushed
+        report
     }
 }
 
@@ -124,11 +211,170 @@ fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     Ok(socket.into())
 }
 
-async fn stopped(mut rx: watch::Receiver<bool>) {
-    while !*rx.borrow() {
+/// Resolves once `rx` reads true (or its sender is gone).
+pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
+    while !*rx.borrow_and_update() {
         if rx.changed().await.is_err() {
             return;
         }
+    }
+}
+
+/// What a server thread reports when it ends.
+#[derive(Debug, Clone, Copy, Default)]
+struct Served {
+    /// Connections closed by the shutdown with requests unanswered.
+    unanswered: u64,
+}
+
+/// One accept loop: a listener, its router and its limits.
+struct Server {
+    name: String,
+    app: axum::Router,
+    counters: Arc<WorkerCounters>,
+    metrics: Arc<Metrics>,
+    timeouts: ConnTimeouts,
+    max_connections: usize,
+}
+
+/// At most this many refused connections linger (reading what their client sent
+/// so the 503 is not lost to a reset); beyond, they are answered and closed at once.
+const MAX_LINGERING_REFUSALS: usize = 64;
+
+/// Failed accepts are logged at most this often per server.
+const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Accept errors that concern one connection (it went away before it was taken).
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+            | io::ErrorKind::Interrupted
+            | io::ErrorKind::WouldBlock
+    )
+}
+
+/// `EMFILE` (the process) or `ENFILE` (the system) is out of file descriptors.
+fn is_fd_limit(e: &io::Error) -> bool {
+    // Linux's and the BSDs' numbers: ENFILE 23, EMFILE 24.
+    matches!(e.raw_os_error(), Some(23 | 24))
+}
+
+/// A spare descriptor, closed to make room for one `accept` when the process
+/// is out of descriptors, so that connection gets a 503 instead of waiting in
+/// the backlog.
+fn spare_fd() -> Option<std::fs::File> {
+    std::fs::File::open("/dev/null").ok()
+}
+
+impl Server {
+    /// Accepts until `stop`, then stops accepting, lets every connection finish
+    /// (each sees `stop` and shuts down gracefully) and reports.
+    async fn run(self, listener: tokio::net::TcpListener, stop: watch::Receiver<bool>) -> Served {
+        let mut connections = JoinSet::new();
+        let mut lingering = JoinSet::new();
+        let mut spare = spare_fd();
+        let mut last_logged: Option<Instant> = None;
+        let mut unlogged = 0u64;
+        let mut stopping = std::pin::pin!(stopped(stop.clone()));
+        loop {
+            let accepted = tokio::select! {
+                biased;
+                () = &mut stopping => break,
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+                Some(_) = lingering.join_next(), if !lingering.is_empty() => continue,
+                accepted = listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) if is_connection_error(&e) => continue,
+                Err(e) => {
+                    let fd_limit = is_fd_limit(&e);
+                    self.metrics.accept_error(fd_limit);
+                    if last_logged.is_none_or(|t| t.elapsed() >= ACCEPT_LOG_EVERY) {
+                        let reason = if fd_limit {
+                            "the process is out of file descriptors; new connections are refused until some close (raise the limit, `ulimit -n`, or lower --max-connections)"
+                        } else {
+                            "accepting a connection failed"
+                        };
+                        warn!(server = %self.name, error = %crate::error::io_reason(&e), suppressed = unlogged, "{reason}");
+                        last_logged = Some(Instant::now());
+                        unlogged = 0;
+                    } else {
+                        unlogged += 1;
+                    }
+                    if fd_limit && spare.take().is_some() {
+                        if let Some(Ok((stream, _))) =
+                            futures::FutureExt::now_or_never(listener.accept())
+                        {
+                            self.metrics.connection_accepted();
+                            self.metrics.refused(Refusal::FdLimit);
+                            conn::refuse_now(&stream);
+                        }
+                        spare = spare_fd();
+                    }
+                    if spare.is_none() || !fd_limit {
+                        // Nothing freed: do not spin on an error that persists.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        spare = spare.or_else(spare_fd);
+                    }
+                    continue;
+                }
+            };
+            self.metrics.connection_accepted();
+            if self.counters.connections.load(Ordering::Acquire) >= self.max_connections {
+                self.metrics.refused(Refusal::ConnectionCap);
+                if lingering.len() < MAX_LINGERING_REFUSALS {
+                    lingering.spawn(conn::refuse(stream));
+                } else {
+                    conn::refuse_now(&stream);
+                }
+                continue;
+            }
+            let _ = stream.set_nodelay(true);
+            let open = OpenConnection::new(Arc::clone(&self.counters));
+            let serving = conn::serve(
+                stream,
+                self.app.clone(),
+                self.timeouts,
+                Arc::clone(&self.metrics),
+                stop.clone(),
+            );
+            connections.spawn(async move {
+                let ended = serving.await;
+                drop(open);
+                ended
+            });
+        }
+        // Stop accepting: the listening socket closes here.
+        drop(listener);
+        lingering.abort_all();
+        let mut served = Served::default();
+        while let Some(ended) = connections.join_next().await {
+            if ended.is_ok_and(|e| e.unanswered) {
+                served.unanswered += 1;
+            }
+        }
+        self.metrics.unanswered_connections(served.unanswered);
+        served
+    }
+}
+
+/// Counts an open connection on its worker while alive.
+struct OpenConnection(Arc<WorkerCounters>);
+
+impl OpenConnection {
+    fn new(counters: Arc<WorkerCounters>) -> Self {
+        counters.connections.fetch_add(1, Ordering::AcqRel);
+        Self(counters)
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -138,16 +384,33 @@ enum App {
     /// handle.
     Worker(AppState),
     /// A ready router (the admin server).
-    Ready(axum::Router),
+    Ready(axum::Router, Arc<WorkerCounters>),
 }
 
-fn spawn_server(
+struct Thread {
     name: String,
     listener: TcpListener,
     app: App,
     core: Option<core_affinity::CoreId>,
+    timeouts: ConnTimeouts,
+    max_connections: usize,
+    metrics: Arc<Metrics>,
+}
+
+fn spawn_server(
+    thread: Thread,
     stop: watch::Receiver<bool>,
-) -> io::Result<JoinHandle<()>> {
+    multi_threaded: Option<usize>,
+) -> io::Result<JoinHandle<Served>> {
+    let Thread {
+        name,
+        listener,
+        app,
+        core,
+        timeouts,
+        max_connections,
+        metrics,
+    } = thread;
     std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
@@ -156,45 +419,68 @@ fn spawn_server(
             {
                 error!(thread = %name, core = core.id, "could not pin thread");
             }
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
+            let rt = match multi_threaded {
+                None => tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build(),
+                Some(n) => tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(n)
+                    .enable_all()
+                    .build(),
+            };
+            let rt = match rt {
                 Ok(rt) => rt,
                 Err(e) => {
                     error!(thread = %name, error = %e, "could not build runtime");
-                    return;
+                    return Served::default();
                 }
             };
             rt.block_on(async move {
-                let app = match app {
-                    App::Worker(state) => router(state.with_worker_store().await),
-                    App::Ready(app) => app,
+                let (app, counters) = match app {
+                    App::Worker(state) => {
+                        let state = state.with_worker_store().await;
+                        let counters = Arc::clone(&state.worker);
+                        (router(state), counters)
+                    }
+                    App::Ready(app, counters) => (app, counters),
                 };
                 let listener = match tokio::net::TcpListener::from_std(listener) {
                     Ok(l) => l,
                     Err(e) => {
                         error!(thread = %name, error = %e, "could not register listener");
-                        return;
+                        return Served::default();
                     }
                 };
-                if let Err(e) = axum::serve(listener, app)
-                    .with_graceful_shutdown(stopped(stop))
-                    .await
-                {
-                    error!(thread = %name, error = %e, "server failed");
-                }
-            });
+                let server = Server {
+                    name,
+                    app,
+                    counters,
+                    metrics,
+                    timeouts,
+                    max_connections,
+                };
+                server.run(listener, stop).await
+            })
         })
 }
 
 /// Binds and starts `config.workers` workers and the admin server.
 pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> {
     let workers = config.workers.max(1);
+    let max_connections = config.max_connections.max(1);
     let admin = bind(config.admin_listen)?;
     let admin_addr = admin.local_addr()?;
     let (stop_workers, rx) = watch::channel(false);
     let (stop_admin, admin_rx) = watch::channel(false);
+    let thread = |name: String, listener, app, core| Thread {
+        name,
+        listener,
+        app,
+        core,
+        timeouts: config.timeouts,
+        max_connections,
+        metrics: Arc::clone(&shared.metrics),
+    };
 
     let (addr, threads) = match config.runtime {
         RuntimeMode::PerCore => {
@@ -219,12 +505,11 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
                 if let Some(c) = core {
                     pinned.push(c.id);
                 }
+                let app = App::Worker(AppState::new(Arc::clone(&shared), i));
                 threads.push(spawn_server(
-                    format!("oka-worker-{i}"),
-                    listener,
-                    App::Worker(AppState::new(Arc::clone(&shared), i)),
-                    core,
+                    thread(format!("oka-worker-{i}"), listener, app, core),
                     rx.clone(),
+                    None,
                 )?);
             }
             info!(%addr, workers, runtime = "per-core", pinned = ?pinned, "workers started");
@@ -233,47 +518,29 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
         RuntimeMode::Shared => {
             let listener = bind(config.listen)?;
             let addr = listener.local_addr()?;
-            let app = router(AppState::new(Arc::clone(&shared), 0));
-            let rx = rx.clone();
-            let thread = std::thread::Builder::new()
-                .name("oka-shared".to_owned())
-                .spawn(move || {
-                    let rt = match tokio::runtime::Builder::new_multi_thread()
-                        .worker_threads(workers)
-                        .enable_all()
-                        .build()
-                    {
-                        Ok(rt) => rt,
-                        Err(e) => {
-                            error!(error = %e, "could not build the shared runtime");
-                            return;
-                        }
-                    };
-                    rt.block_on(async move {
-                        match tokio::net::TcpListener::from_std(listener) {
-                            Ok(l) => {
-                                if let Err(e) = axum::serve(l, app)
-                                    .with_graceful_shutdown(stopped(rx))
-                                    .await
-                                {
-                                    error!(error = %e, "server failed");
-                                }
-                            }
-                            Err(e) => error!(error = %e, "could not register listener"),
-                        }
-                    });
-                })?;
+            // One router, and the shared store, for every thread of the runtime.
+            let state = AppState::new(Arc::clone(&shared), 0);
+            let counters = Arc::clone(&state.worker);
+            let app = App::Ready(router(state), counters);
+            let mut t = thread("oka-shared".to_owned(), listener, app, None);
+            t.max_connections = max_connections.saturating_mul(workers);
+            let handle = spawn_server(t, rx.clone(), Some(workers))?;
             info!(%addr, threads = workers, runtime = "shared", "workers started");
-            (addr, vec![thread])
+            (addr, vec![handle])
         }
     };
-    let admin_app = admin_router(AppState::admin(Arc::clone(&shared)));
+    check_fd_limit(workers.saturating_mul(max_connections));
+    let admin_state = AppState::admin(Arc::clone(&shared));
+    let admin_counters = Arc::clone(&admin_state.worker);
     let admin = spawn_server(
-        "oka-admin".to_owned(),
-        admin,
-        App::Ready(admin_app),
-        None,
+        thread(
+            "oka-admin".to_owned(),
+            admin,
+            App::Ready(admin_router(admin_state), admin_counters),
+            None,
+        ),
         admin_rx,
+        None,
     )?;
     info!(%addr, %admin_addr, "serving");
     Ok(Running {
@@ -285,4 +552,50 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
         workers: threads,
         admin,
     })
+}
+
+/// Warns when the process's descriptor limit is below what the connection caps
+/// allow (Linux: read from `/proc/self/limits`).
+fn check_fd_limit(connections: usize) {
+    let Some(limit) = std::fs::read_to_string("/proc/self/limits")
+        .ok()
+        .and_then(|text| soft_fd_limit(&text))
+    else {
+        return;
+    };
+    // The store clients, listeners, the runtime and logs need some too.
+    let needed = connections.saturating_add(64);
+    if (limit as usize) < needed {
+        warn!(
+            fd_limit = limit,
+            connection_caps = connections,
+            "the file-descriptor limit is below what the connection caps allow; at the limit new connections are refused with 503 (raise `ulimit -n` or lower --max-connections)"
+        );
+    }
+}
+
+/// The soft `Max open files` of a `/proc/<pid>/limits` text.
+fn soft_fd_limit(text: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_soft_descriptor_limit() {
+        let text = "Limit                     Soft Limit           Hard Limit           Units     \nMax cpu time              unlimited            unlimited            seconds   \nMax open files            1024                 524288               files     \n";
+        assert_eq!(soft_fd_limit(text), Some(1024));
+        assert_eq!(
+            soft_fd_limit("Max open files  unlimited unlimited files"),
+            None
+        );
+        assert_eq!(soft_fd_limit(""), None);
+    }
 }

@@ -1,7 +1,7 @@
 //! What handlers share: the loaded registry (swapped atomically on reload), API
 //! keys, the store, metrics, limits, and each worker's identity and counters.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -9,6 +9,7 @@ use arc_swap::ArcSwap;
 use oka_core::Registry;
 use oka_core::request::RequestLimits;
 use oka_storage::FeatureStore;
+use tokio::sync::{Semaphore, watch};
 use tracing::{info, warn};
 
 use crate::auth::ApiKeys;
@@ -22,6 +23,10 @@ use oka_ingest::{WritePath, WriterConfig};
 pub struct Limits {
     /// Largest accepted request body, bytes (413 beyond).
     pub max_body_bytes: usize,
+    /// A request body must arrive within this of the request head (408 beyond).
+    pub body_read_timeout: Duration,
+    /// Ingest body bytes held at once over all requests (503 beyond).
+    pub max_ingest_bytes: usize,
     /// Requests one worker serves at once; beyond, 503 at once.
     pub max_in_flight: usize,
     /// Deadline of a request that names none.
@@ -34,6 +39,8 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_body_bytes: 4 * 1024 * 1024,
+            body_read_timeout: Duration::from_secs(10),
+            max_ingest_bytes: 64 * 1024 * 1024,
             max_in_flight: 1024,
             default_deadline: Duration::from_secs(2),
             request: RequestLimits::default(),
@@ -80,6 +87,8 @@ pub struct WorkerCounters {
     pub requests: AtomicU64,
     /// Requests refused by admission control.
     pub shed: AtomicU64,
+    /// Client connections open now.
+    pub connections: AtomicUsize,
 }
 
 /// State shared by every worker.
@@ -99,8 +108,11 @@ pub struct Shared {
     pub limits: Limits,
     /// The host name used in server ids.
     pub host: String,
-    /// Set on shutdown: `/readyz` answers 503.
-    pub draining: AtomicBool,
+    /// True once shutdown began: `/readyz` answers 503 and bodies still arriving
+    /// are cut short.
+    draining: watch::Sender<bool>,
+    /// Ingest body bytes that may be held at once, over all requests.
+    pub ingest_budget: Arc<Semaphore>,
     workers: Mutex<Vec<Arc<WorkerCounters>>>,
 }
 
@@ -169,6 +181,21 @@ impl Shared {
         }
     }
 
+    /// Starts shutting down: readiness turns false, body reads stop waiting.
+    pub fn start_draining(&self) {
+        self.draining.send_replace(true);
+    }
+
+    /// Whether shutdown began.
+    pub fn is_draining(&self) -> bool {
+        *self.draining.borrow()
+    }
+
+    /// Resolves when shutdown begins.
+    pub fn drained(&self) -> impl Future<Output = ()> + Send + 'static {
+        crate::runtime::stopped(self.draining.subscribe())
+    }
+
     /// Registers a worker's counters (for metrics).
     pub fn worker(&self, index: usize) -> Arc<WorkerCounters> {
         let counters = Arc::new(WorkerCounters {
@@ -231,6 +258,7 @@ impl SharedBuilder {
     /// The shared state; starts the write path on the current tokio runtime.
     pub fn build(self) -> Arc<Shared> {
         let metrics = Arc::new(Metrics::new(self.store.backend()));
+        let ingest_budget = self.limits.max_ingest_bytes.min(Semaphore::MAX_PERMITS);
         let writer = WritePath::spawn(Arc::clone(&self.store), metrics.clone(), self.writer);
         Arc::new(Shared {
             loaded: ArcSwap::from_pointee(Loaded::new(self.registry, self.keys)),
@@ -241,7 +269,8 @@ impl SharedBuilder {
             stats: Stats::default(),
             limits: self.limits,
             host: host_name(),
-            draining: AtomicBool::new(false),
+            draining: watch::Sender::new(false),
+            ingest_budget: Arc::new(Semaphore::new(ingest_budget)),
             workers: Mutex::new(Vec::new()),
         })
     }

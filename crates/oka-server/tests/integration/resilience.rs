@@ -203,11 +203,12 @@ async fn workers_count_requests_and_shutdown_finishes_in_flight_ones() {
     let _one_at_a_time = super::WORKER_THREADS.lock().await;
     let f = fixture().await;
     let config = oka_server::runtime::ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
         workers: 2,
         pin: true,
-        runtime: oka_server::runtime::RuntimeMode::PerCore,
+        ..oka_server::runtime::ServerConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.1:0".parse().unwrap(),
+        )
     };
     let running = oka_server::runtime::start(&config, f.shared.clone()).unwrap();
     let (addr, admin) = (running.addr, running.admin_addr);
@@ -275,12 +276,9 @@ async fn workers_count_requests_and_shutdown_finishes_in_flight_ones() {
     let slow = std::thread::spawn(move || request("/v1/features", SEED));
     std::thread::sleep(Duration::from_millis(150));
     let shared = f.shared.clone();
-    let stopper = std::thread::spawn(move || running.shutdown(Duration::from_secs(5)));
+    let stopper = std::thread::spawn(move || running.shutdown(Duration::from_secs(5)).clean());
     std::thread::sleep(Duration::from_millis(100));
-    assert!(
-        shared.draining.load(Ordering::Acquire),
-        "readiness drops at once"
-    );
+    assert!(shared.is_draining(), "readiness drops at once");
     let (status, body) = slow.join().unwrap();
     assert_eq!(status, 200, "{body}");
     assert!(stopper.join().unwrap(), "clean shutdown");

@@ -33,11 +33,12 @@ async fn workers_share_a_port_and_shut_down() {
     let _one_at_a_time = super::WORKER_THREADS.lock().await;
     let f = fixture().await;
     let config = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        admin_listen: "127.0.0.1:0".parse().unwrap(),
         workers: 3,
         pin: false,
-        runtime: oka_server::runtime::RuntimeMode::PerCore,
+        ..ServerConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.1:0".parse().unwrap(),
+        )
     };
     let running = start(&config, f.shared.clone()).unwrap();
     let addr = running.addr;
@@ -58,7 +59,7 @@ async fn workers_share_a_port_and_shut_down() {
         }
         let (status, _) = http(admin, "GET", "/healthz", "");
         assert_eq!(status, 200);
-        assert!(running.shutdown(Duration::from_secs(5)));
+        assert!(running.shutdown(Duration::from_secs(5)).clean());
         ids
     })
     .await

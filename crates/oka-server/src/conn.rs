@@ -1,0 +1,362 @@
+//! One client connection, served by hyper's HTTP/1.1 connection with the limits
+//! Oka sets itself:
+//!
+//! - **header-read timeout**: a request head (request line and headers) must arrive
+//!   within `header_read` of its first byte, and a new connection must send its first
+//!   head within `header_read` of being accepted;
+//! - **keep-alive idle timeout**: between requests a connection may sit idle for
+//!   `idle`, then it is closed (keep it longer than the load balancer's own idle
+//!   timeout, so that the balancer closes first and never sends a request on a
+//!   connection the server is closing);
+//! - the body-read deadline is the handler's (`router::read_body`).
+//!
+//! hyper's own header timer also runs between requests, so one timer would be
+//! both; the split is kept here: [`Clocked`] wraps the socket and fails a read
+//! with `TimedOut` when the deadline of the connection's current phase passes,
+//! and [`Tracked`] tells it when a request is being served (no connection
+//! deadline then).
+//!
+//! On shutdown the connection is asked to finish gracefully: an idle connection,
+//! or one whose request head is still arriving, closes at once; a request being
+//! served is answered with `connection: close`. Complete requests the client sent
+//! behind it (pipelined) cannot be answered any more: they are reported, so the
+//! shutdown does not claim a clean finish.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::response::Response;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::{Instant, Sleep};
+use tracing::debug;
+
+use crate::metrics::{ConnTimeout, Metrics};
+
+/// How long a connection may take between and before requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnTimeouts {
+    /// A request head must arrive within this of its first byte (a new
+    /// connection: of being accepted).
+    pub header_read: Duration,
+    /// A keep-alive connection may sit this long between requests.
+    pub idle: Duration,
+}
+
+impl Default for ConnTimeouts {
+    fn default() -> Self {
+        Self {
+            header_read: Duration::from_secs(10),
+            // Longer than an AWS ALB's default idle timeout (60 s): the balancer
+            // closes an idle connection first, never the server under it.
+            idle: Duration::from_secs(75),
+        }
+    }
+}
+
+/// Waiting for the next request (nothing of it received yet).
+const WAITING: u8 = 0;
+/// Some of a request head has arrived.
+const HEAD: u8 = 1;
+/// A request is being served.
+const SERVING: u8 = 2;
+
+/// What the socket wrapper and the service share about one connection.
+#[derive(Debug)]
+struct Phase {
+    now: AtomicU8,
+    /// Responses produced so far; a change re-arms the idle deadline.
+    served: AtomicU64,
+}
+
+/// A socket whose reads fail with `TimedOut` once the current phase's deadline
+/// passes: the header-read deadline while a head arrives, the idle deadline
+/// between requests, none while a request is served.
+#[derive(Debug)]
+pub struct Clocked {
+    inner: TcpStream,
+    phase: Arc<Phase>,
+    timeouts: ConnTimeouts,
+    deadline: Pin<Box<Sleep>>,
+    /// The phase the deadline was armed for (`SERVING`: none armed).
+    armed: u8,
+    /// `served` when the idle deadline was armed.
+    armed_at: u64,
+    metrics: Arc<Metrics>,
+}
+
+impl Clocked {
+    fn new(
+        inner: TcpStream,
+        phase: Arc<Phase>,
+        timeouts: ConnTimeouts,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            inner,
+            phase,
+            deadline: Box::pin(tokio::time::sleep(timeouts.header_read)),
+            timeouts,
+            armed: HEAD,
+            armed_at: 0,
+            metrics,
+        }
+    }
+
+    fn arm(&mut self, phase: u8, after: Duration) {
+        self.armed = phase;
+        self.deadline.as_mut().reset(Instant::now() + after);
+    }
+}
+
+impl AsyncRead for Clocked {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let pending = match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(result) => {
+                if buf.filled().len() > before
+                    && this
+                        .phase
+                        .now
+                        .compare_exchange(WAITING, HEAD, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                {
+                    this.arm(HEAD, this.timeouts.header_read);
+                }
+                return Poll::Ready(result);
+            }
+            Poll::Pending => Poll::Pending,
+        };
+        match this.phase.now.load(Ordering::Acquire) {
+            SERVING => {
+                this.armed = SERVING;
+                return pending;
+            }
+            WAITING => {
+                let served = this.phase.served.load(Ordering::Acquire);
+                if this.armed != WAITING || this.armed_at != served {
+                    this.armed_at = served;
+                    this.arm(WAITING, this.timeouts.idle);
+                }
+            }
+            _ => {
+                if this.armed != HEAD {
+                    this.arm(HEAD, this.timeouts.header_read);
+                }
+            }
+        }
+        if this.deadline.as_mut().poll(cx).is_ready() {
+            let (which, what) = if this.armed == WAITING {
+                (ConnTimeout::Idle, "the connection was idle too long")
+            } else {
+                (
+                    ConnTimeout::HeaderRead,
+                    "the request head did not arrive in time",
+                )
+            };
+            this.metrics.connection_timed_out(which);
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)));
+        }
+        pending
+    }
+}
+
+impl AsyncWrite for Clocked {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// The router as a hyper service that marks when a request is being served.
+#[derive(Debug, Clone)]
+struct Tracked {
+    app: Router,
+    phase: Arc<Phase>,
+}
+
+type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = ResponseFuture;
+
+    fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
+        self.phase.now.store(SERVING, Ordering::Release);
+        let phase = Arc::clone(&self.phase);
+        let response = tower::ServiceExt::oneshot(self.app.clone(), req.map(Body::new));
+        Box::pin(async move {
+            let response = response.await;
+            phase.now.store(WAITING, Ordering::Release);
+            phase.served.fetch_add(1, Ordering::AcqRel);
+            response
+        })
+    }
+}
+
+/// How a connection ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Ended {
+    /// It was closed by a shutdown with complete requests still unanswered.
+    pub unanswered: bool,
+}
+
+/// Serves one connection until the client closes it, a timeout closes it, or
+/// `stop` turns true and it finishes gracefully.
+pub async fn serve(
+    stream: TcpStream,
+    app: Router,
+    timeouts: ConnTimeouts,
+    metrics: Arc<Metrics>,
+    stop: watch::Receiver<bool>,
+) -> Ended {
+    let phase = Arc::new(Phase {
+        now: AtomicU8::new(HEAD),
+        served: AtomicU64::new(0),
+    });
+    let io = TokioIo::new(Clocked::new(stream, Arc::clone(&phase), timeouts, metrics));
+    let mut conn = hyper::server::conn::http1::Builder::new()
+        // Oka's own timers (above) replace hyper's, which would also close
+        // keep-alive connections after the header timeout.
+        .header_read_timeout(None)
+        .serve_connection(io, Tracked { app, phase });
+    let mut stop = pin!(crate::runtime::stopped(stop));
+    let mut stopping = false;
+    let result = std::future::poll_fn(|cx| {
+        if !stopping && stop.as_mut().poll(cx).is_ready() {
+            stopping = true;
+            Pin::new(&mut conn).graceful_shutdown();
+        }
+        conn.poll_without_shutdown(cx)
+    })
+    .await;
+    match result {
+        Ok(()) => {
+            let parts = conn.into_parts();
+            let mut stream = parts.io.into_inner().inner;
+            let unanswered = stopping && holds_a_request(&parts.read_buf, &stream);
+            if unanswered {
+                debug!("a connection closed by shutdown had requests it was not answered");
+            }
+            let _ = stream.shutdown().await;
+            Ended { unanswered }
+        }
+        Err(e) => {
+            debug!(error = %e, "connection ended with an error");
+            Ended::default()
+        }
+    }
+}
+
+/// Whether `buffered` plus what is waiting on the socket holds a complete request
+/// head (a request the client sent and will not get an answer to).
+fn holds_a_request(buffered: &[u8], stream: &TcpStream) -> bool {
+    let mut bytes = buffered.to_vec();
+    let mut chunk = [0u8; 8192];
+    while bytes.len() < 64 * 1024 {
+        match stream.try_read(&mut chunk) {
+            Ok(n) if n > 0 => bytes.extend_from_slice(&chunk[..n]),
+            _ => break,
+        }
+    }
+    bytes.windows(4).any(|w| w == b"\r\n\r\n")
+}
+
+/// The answer to a connection refused at the connection cap or the descriptor
+/// limit, written without parsing its request.
+static REFUSAL: LazyLock<Vec<u8>> = LazyLock::new(|| {
+    let body = br#"{"error":{"code":"overloaded","message":"this server has too many open connections; retry shortly, on a new connection"}}"#;
+    let mut out = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+});
+
+/// How long a refused connection is given to read its answer.
+const REFUSAL_LINGER: Duration = Duration::from_millis(500);
+
+/// Answers a refused connection with 503 and closes it. The answer goes out first,
+/// then a half-close; what the client had sent is read and dropped for up to
+/// [`REFUSAL_LINGER`], so that closing does not reset the connection before the
+/// client reads the answer.
+pub async fn refuse(mut stream: TcpStream) {
+    refuse_now(&stream);
+    let _ = stream.shutdown().await;
+    let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+        let mut sink = [0u8; 4096];
+        let mut total = 0;
+        while total < 64 * 1024 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    })
+    .await;
+}
+
+/// Writes the 503 without waiting (a refusal that cannot linger).
+pub fn refuse_now(stream: &TcpStream) {
+    let _ = stream.try_write(&REFUSAL);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_refusal_is_a_well_formed_response() {
+        let text = String::from_utf8(REFUSAL.clone()).unwrap_or_default();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or_default();
+        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
+        assert!(
+            head.contains(&format!("content-length: {}", body.len())),
+            "{head}"
+        );
+        let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        assert_eq!(json["error"]["code"], "overloaded");
+    }
+}
