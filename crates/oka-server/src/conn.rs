@@ -259,29 +259,44 @@ pub async fn serve(
         // Oka's own timers (above) replace hyper's, which would also close
         // keep-alive connections after the header timeout.
         .header_read_timeout(None)
-        .serve_connection(io, Tracked { app, phase });
+        .serve_connection(
+            io,
+            Tracked {
+                app,
+                phase: Arc::clone(&phase),
+            },
+        );
     let mut stop = pin!(crate::runtime::stopped(stop));
     let mut stopping = false;
     let result = std::future::poll_fn(|cx| {
         if !stopping && stop.as_mut().poll(cx).is_ready() {
             stopping = true;
+            // hyper closes an idle keep-alive connection at once, but waits for
+            // the first request of a new one: a connection that never had a
+            // request served has no answer in progress, so it closes here.
+            if phase.now.load(Ordering::Acquire) == HEAD
+                && phase.served.load(Ordering::Acquire) == 0
+            {
+                return Poll::Ready(None);
+            }
             Pin::new(&mut conn).graceful_shutdown();
         }
-        conn.poll_without_shutdown(cx)
+        conn.poll_without_shutdown(cx).map(Some)
     })
     .await;
     match result {
-        Ok(()) => {
+        None => Ended::default(),
+        Some(Ok(())) => {
             let parts = conn.into_parts();
             let mut stream = parts.io.into_inner().inner;
             let unanswered = stopping && holds_a_request(&parts.read_buf, &stream);
             if unanswered {
-                debug!("a connection closed by shutdown had requests it was not answered");
+                debug!("a connection closed by shutdown had requests it did not answer");
             }
             let _ = stream.shutdown().await;
             Ended { unanswered }
         }
-        Err(e) => {
+        Some(Err(e)) => {
             debug!(error = %e, "connection ended with an error");
             Ended::default()
         }

@@ -1,6 +1,7 @@
 //! oka-server integration tests: the routers through `oneshot`, and real sockets.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod connections;
 mod hostile;
 mod http_errors;
 mod resilience;
