@@ -5,11 +5,19 @@
 //! - [`writer`]: the batched writer (size/time batching, bounded in flight,
 //!   retries with backoff, acknowledgements).
 //! - [`source`]: the mock periodic source.
+//! - [`record`]: one record (a JSON object or CSV cells) → key and row, with
+//!   time bounds; [`printable`](record::printable) for echoing user data.
+//! - [`lines`]: streaming JSON Lines and CSV readers with true line numbers and
+//!   bounded memory.
 //! - [`metrics`]: the sink the write path reports to.
 
+pub mod lines;
 pub mod metrics;
+pub mod record;
 pub mod source;
 pub mod writer;
 
+pub use lines::{Format, ReadError, ReaderLimits, Record, RecordReader};
 pub use metrics::{IngestMetrics, NoMetrics};
+pub use record::{RecordParser, TimeBounds};
 pub use writer::{WritePath, WriterConfig};
