@@ -9,9 +9,14 @@
 //!   time bounds; [`printable`](record::printable) for echoing user data.
 //! - [`lines`]: streaming JSON Lines and CSV readers with true line numbers and
 //!   bounded memory.
+//! - [`load`]: a file or stream into a feature, read on a thread of its own,
+//!   with every rejected record and every failed batch reported by line.
+//! - [`body`]: the `POST /v1/ingest` body, written a batch at a time.
 //! - [`metrics`]: the sink the write path reports to.
 
+pub mod body;
 pub mod lines;
+pub mod load;
 pub mod metrics;
 pub mod record;
 pub mod source;

@@ -71,6 +71,7 @@ enum Msg {
 #[derive(Clone)]
 pub struct WritePath {
     tx: mpsc::Sender<Msg>,
+    batch_size: usize,
 }
 
 impl std::fmt::Debug for WritePath {
@@ -87,8 +88,14 @@ impl WritePath {
         config: WriterConfig,
     ) -> Self {
         let (tx, rx) = mpsc::channel(config.queue.max(1));
+        let batch_size = config.batch_size.max(1);
         tokio::spawn(run(rx, store, metrics, config));
-        Self { tx }
+        Self { tx, batch_size }
+    }
+
+    /// Rows per store write: the size of job that fills a batch by itself.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size
     }
 
     /// Writes `rows` of `feature` through the batcher; returns once they are stored

@@ -27,6 +27,8 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// Ingest body bytes held at once over all requests (503 beyond).
     pub max_ingest_bytes: usize,
+    /// How far into the future an ingested record's event time may lie.
+    pub max_future_skew: Duration,
     /// Requests one worker serves at once; beyond, 503 at once.
     pub max_in_flight: usize,
     /// Deadline of a request that names none.
@@ -41,6 +43,7 @@ impl Default for Limits {
             max_body_bytes: 4 * 1024 * 1024,
             body_read_timeout: Duration::from_secs(10),
             max_ingest_bytes: 64 * 1024 * 1024,
+            max_future_skew: oka_ingest::TimeBounds::default().max_future_skew,
             max_in_flight: 1024,
             default_deadline: Duration::from_secs(2),
             request: RequestLimits::default(),

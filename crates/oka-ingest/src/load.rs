@@ -1,0 +1,277 @@
+//! Loading a stream of records (a file, stdin) into a pipeline feature with
+//! memory bounded by the batch size and the batches in flight, never by the input.
+//!
+//! A reader thread parses the input ([`RecordReader`]) into batches of rows and
+//! sends them, and every rejected record, through a bounded channel; [`load`]
+//! hands the batches to the write path with a bounded number outstanding, and
+//! reports each rejected record and each batch that failed after the writer's
+//! retries, with the input lines it came from, to a [`LoadEvents`] sink as they
+//! happen. The [`LoadSummary`] at the end counts everything read.
+
+use std::collections::VecDeque;
+use std::io::{BufReader, Read};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use oka_core::{EntityKey, FeatureId, Registry, Row, Timestamp};
+use oka_storage::StoreError;
+use tokio::sync::mpsc;
+
+use crate::lines::{Format, ReadError, ReaderLimits, Record, RecordReader};
+use crate::record::{RecordParser, TimeBounds};
+use crate::writer::WritePath;
+
+/// Rows parsed from consecutive input lines, written in one job.
+#[derive(Debug)]
+pub struct Batch {
+    /// The rows.
+    pub rows: Vec<(EntityKey, Row)>,
+    /// The first input line of the first row.
+    pub first_line: u64,
+    /// The last input line of the last row.
+    pub last_line: u64,
+    /// Each row's input text, when asked for (to write out what failed).
+    pub raw: Vec<Vec<u8>>,
+}
+
+/// What the reader thread sends.
+#[derive(Debug)]
+enum Item {
+    Batch(Batch),
+    Rejected(Record),
+}
+
+/// How to read an input.
+#[derive(Debug, Clone)]
+pub struct ReadOptions {
+    /// JSON Lines or CSV.
+    pub format: Format,
+    /// Event times of records without one, and the future bound's origin.
+    pub now: Timestamp,
+    /// Accepted timestamps.
+    pub bounds: TimeBounds,
+    /// The largest record.
+    pub limits: ReaderLimits,
+    /// Rows per batch.
+    pub batch_size: usize,
+    /// Keep each row's input text (for a rejects file).
+    pub keep_raw: bool,
+}
+
+/// The input being read on a thread of its own.
+#[derive(Debug)]
+pub struct Reading {
+    rx: mpsc::Receiver<Result<Item, ReadError>>,
+    thread: JoinHandle<()>,
+}
+
+/// Starts reading `input` as records of `feature` on a thread of its own. At most
+/// two batches wait to be written; the thread blocks until they are taken.
+pub fn read(
+    input: Box<dyn Read + Send>,
+    registry: &Arc<Registry>,
+    feature: FeatureId,
+    options: ReadOptions,
+) -> std::io::Result<Reading> {
+    let (tx, rx) = mpsc::channel(2);
+    let registry = Arc::clone(registry);
+    let thread = std::thread::Builder::new()
+        .name("oka-ingest-read".to_owned())
+        .spawn(move || {
+            let entity = &registry.feature(feature).entity;
+            let parser = RecordParser::new(entity, options.now, &options.bounds);
+            let input = BufReader::with_capacity(256 * 1024, input);
+            let reader = match RecordReader::new(input, options.format, parser, options.limits) {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = tx.blocking_send(Err(e));
+                    return;
+                }
+            };
+            let batch_size = options.batch_size.max(1);
+            let empty = || Batch {
+                rows: Vec::with_capacity(batch_size),
+                first_line: 0,
+                last_line: 0,
+                raw: Vec::new(),
+            };
+            let mut batch = empty();
+            for record in reader {
+                let record = match record {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(e));
+                        return;
+                    }
+                };
+                match record.parsed {
+                    Ok(row) => {
+                        if batch.rows.is_empty() {
+                            batch.first_line = record.first_line;
+                        }
+                        batch.last_line = record.last_line;
+                        batch.rows.push(row);
+                        if options.keep_raw {
+                            batch.raw.push(record.raw);
+                        }
+                        if batch.rows.len() >= batch_size
+                            && tx
+                                .blocking_send(Ok(Item::Batch(std::mem::replace(
+                                    &mut batch,
+                                    empty(),
+                                ))))
+                                .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(_) => {
+                        if tx.blocking_send(Ok(Item::Rejected(record))).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            if !batch.rows.is_empty() {
+                let _ = tx.blocking_send(Ok(Item::Batch(batch)));
+            }
+        })?;
+    Ok(Reading { rx, thread })
+}
+
+/// A batch handed to the write path: where it came from, not its rows.
+#[derive(Debug)]
+pub struct Sent {
+    /// How many rows.
+    pub rows: u64,
+    /// The first input line of the first row.
+    pub first_line: u64,
+    /// The last input line of the last row.
+    pub last_line: u64,
+    /// Each row's input text, when it was kept.
+    pub raw: Vec<Vec<u8>>,
+}
+
+/// Receives what happens to the records as it happens.
+pub trait LoadEvents {
+    /// A record was rejected (its `parsed` is the reason).
+    fn rejected(&mut self, record: &Record);
+    /// A batch was not written: the store failed it after the writer's retries.
+    fn failed(&mut self, batch: &Sent, error: &StoreError);
+    /// Progress: records written so far.
+    fn written(&mut self, written: u64) {
+        let _ = written;
+    }
+}
+
+/// What a load did with every record it read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadSummary {
+    /// Records read (written, rejected or failed).
+    pub read: u64,
+    /// Records written.
+    pub written: u64,
+    /// Records rejected (bad content).
+    pub rejected: u64,
+    /// Records the store did not take (after retries).
+    pub failed: u64,
+    /// The input lines of the batches that failed, adjacent ranges merged.
+    pub failed_lines: Vec<(u64, u64)>,
+    /// The first store error, in words.
+    pub failure: Option<String>,
+}
+
+impl LoadSummary {
+    /// Whether every record read was written.
+    pub fn complete(&self) -> bool {
+        self.read == self.written
+    }
+
+    fn failed_batch(&mut self, batch: &Sent, error: &StoreError) {
+        self.failed += batch.rows;
+        match self.failed_lines.last_mut() {
+            Some((_, last)) if *last + 1 >= batch.first_line => *last = batch.last_line,
+            _ => self.failed_lines.push((batch.first_line, batch.last_line)),
+        }
+        self.failure.get_or_insert_with(|| error.to_string());
+    }
+}
+
+type WriteJob = tokio::task::JoinHandle<Result<(), StoreError>>;
+
+/// Writes what `reading` reads through `writer`, at most `window` batches
+/// outstanding, and waits for every write. Returns the summary; on a failure to
+/// read the input, the error and the summary of what was read before it (all of
+/// it written or reported).
+pub async fn load(
+    mut reading: Reading,
+    writer: &WritePath,
+    registry: &Arc<Registry>,
+    feature: FeatureId,
+    window: usize,
+    events: &mut dyn LoadEvents,
+) -> Result<LoadSummary, (ReadError, LoadSummary)> {
+    let mut summary = LoadSummary::default();
+    let mut pending: VecDeque<(Sent, WriteJob)> = VecDeque::new();
+    let mut read_error = None;
+    let mut input_done = false;
+    loop {
+        // Take input while there is room; otherwise wait for the oldest write.
+        if !input_done && pending.len() < window.max(1) {
+            match reading.rx.recv().await {
+                Some(Ok(Item::Batch(batch))) => {
+                    let sent = Sent {
+                        rows: batch.rows.len() as u64,
+                        first_line: batch.first_line,
+                        last_line: batch.last_line,
+                        raw: batch.raw,
+                    };
+                    summary.read += sent.rows;
+                    let (w, r, rows) = (writer.clone(), Arc::clone(registry), batch.rows);
+                    let job = tokio::spawn(async move { w.write(&r, feature, rows).await });
+                    pending.push_back((sent, job));
+                    continue;
+                }
+                Some(Ok(Item::Rejected(record))) => {
+                    summary.read += 1;
+                    summary.rejected += 1;
+                    events.rejected(&record);
+                    continue;
+                }
+                Some(Err(e)) => {
+                    read_error = Some(e);
+                    input_done = true;
+                }
+                None => input_done = true,
+            }
+        }
+        let Some((sent, job)) = pending.pop_front() else {
+            if input_done {
+                break;
+            }
+            continue;
+        };
+        let result = job.await.unwrap_or_else(|_| {
+            Err(StoreError::new(
+                oka_storage::StoreErrorKind::Internal,
+                "the write task failed",
+            ))
+        });
+        match result {
+            Ok(()) => {
+                summary.written += sent.rows;
+                events.written(summary.written);
+            }
+            Err(e) => {
+                summary.failed_batch(&sent, &e);
+                events.failed(&sent, &e);
+            }
+        }
+    }
+    drop(reading.rx);
+    let _ = reading.thread.join();
+    match read_error {
+        Some(e) => Err((e, summary)),
+        None => Ok(summary),
+    }
+}
