@@ -1,21 +1,36 @@
-//! `oka ingest`: load a JSON-lines or CSV file of records into a pipeline feature
-//! through the batched write path, with progress and a summary.
+//! `oka ingest`: load a JSON Lines or CSV file (or standard input) into a pipeline
+//! feature through the batched write path, streaming: memory is bounded by the
+//! batch size and the batches in flight, whatever the input's size. Every record
+//! that is not written is reported with its input line; `--rejects` writes them
+//! out for a re-run.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use oka_core::registry::Entity;
-use oka_core::{EntityKey, FieldType, NativeUdfs, Registry, Row, Timestamp};
-use oka_ingest::{NoMetrics, WritePath, WriterConfig};
-use serde_json::{Map, Value as Json};
+use oka_core::{NativeUdfs, Registry, Timestamp};
+use oka_ingest::load::{self, LoadEvents, LoadSummary, ReadOptions, Sent};
+use oka_ingest::record::{printable, terminal_safe};
+use oka_ingest::{Format, NoMetrics, ReaderLimits, Record, TimeBounds, WritePath, WriterConfig};
+use oka_storage::StoreError;
 
 use crate::stores::{self, StoreArgs};
 
-/// How many rejected records the summary lists.
-const SHOWN_REJECTIONS: usize = 20;
+/// How many rejected records are listed on the terminal (all go to `--rejects`).
+const SHOWN_REJECTIONS: u64 = 100;
+/// How many failed line ranges the summary lists.
+const SHOWN_RANGES: usize = 20;
+
+/// The input's format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatArg {
+    /// One JSON object per line.
+    Jsonl,
+    /// A header row of column names, then one record per row (RFC 4180).
+    Csv,
+}
 
 /// Options of `oka ingest`.
 #[derive(Debug, clap::Args)]
@@ -26,10 +41,26 @@ pub struct IngestArgs {
     /// The pipeline feature to write.
     #[arg(long)]
     pub feature: String,
-    /// The records: `.jsonl`/`.ndjson`/`.json` (one JSON object per line) or `.csv`
-    /// (a header row of column names). A missing timestamp column means "now".
+    /// The records: a `.jsonl`/`.ndjson`/`.json` file (one JSON object per line),
+    /// a `.csv` file (a header row of column names), or `-` for standard input
+    /// (with `--format`). A missing timestamp means "now".
     #[arg(long)]
     pub file: PathBuf,
+    /// The input's format (default: from the file's extension).
+    #[arg(long, value_enum)]
+    pub format: Option<FormatArg>,
+    /// Write every record that was not written (rejected, or in a batch the store
+    /// failed) to this file, in the input's format, to fix and load again.
+    #[arg(long)]
+    pub rejects: Option<PathBuf>,
+    /// How far into the future an event time may lie, in seconds (clock skew
+    /// between the producer and this machine); later records are rejected.
+    #[arg(long, env = "OKA_MAX_FUTURE_SKEW_S", default_value_t = TimeBounds::default().max_future_skew.as_secs())]
+    pub max_future_skew_s: u64,
+    /// The largest record (a line, or a CSV record with quoted line breaks), in
+    /// bytes; longer ones are rejected.
+    #[arg(long, default_value_t = ReaderLimits::default().max_record_bytes)]
+    pub max_record_bytes: usize,
     #[command(flatten)]
     pub store: StoreArgs,
     #[command(flatten)]
@@ -62,284 +93,272 @@ impl WriterArgs {
     }
 }
 
-/// Parsed records and the ones rejected (line number, reason).
-struct Parsed {
-    rows: Vec<(EntityKey, Row)>,
-    rejected: Vec<(usize, String)>,
-}
-
-fn parse_jsonl(entity: &Entity, text: &str, now: Timestamp) -> Parsed {
-    let mut out = Parsed {
-        rows: Vec::new(),
-        rejected: Vec::new(),
-    };
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record = serde_json::from_str::<Map<String, Json>>(line)
-            .map_err(|e| format!("not a JSON object: {e}"))
-            .and_then(|m| entity.row_from_json(&m, now));
-        match record {
-            Ok(r) => out.rows.push(r),
-            Err(e) => out.rejected.push((i + 1, e)),
-        }
-    }
-    out
-}
-
-/// A CSV cell as JSON for its column's type (empty cells are null).
-fn csv_cell(ty: &FieldType, cell: &str) -> Result<Json, String> {
-    if cell.is_empty() {
-        return Ok(Json::Null);
-    }
-    let number = |s: &str| {
-        s.parse::<i64>()
-            .map(Json::from)
-            .or_else(|_| {
-                s.parse::<f64>()
-                    .map_err(|_| ())
-                    .and_then(|f| serde_json::Number::from_f64(f).map(Json::Number).ok_or(()))
-            })
-            .map_err(|()| format!("`{s}` is not a number"))
-    };
-    match ty {
-        FieldType::String => Ok(Json::String(cell.to_owned())),
-        FieldType::Int | FieldType::Float => number(cell),
-        FieldType::Bool => match cell {
-            "true" | "1" => Ok(Json::Bool(true)),
-            "false" | "0" => Ok(Json::Bool(false)),
-            _ => Err(format!("`{cell}` is not a bool")),
-        },
-        FieldType::Timestamp => Ok(number(cell).unwrap_or_else(|_| Json::String(cell.to_owned()))),
-        FieldType::List(_) => {
-            serde_json::from_str(cell).map_err(|_| format!("`{cell}` is not a JSON list"))
-        }
+/// The input's name for messages.
+fn input_name(path: &Path) -> String {
+    if path == Path::new("-") {
+        "standard input".to_owned()
+    } else {
+        printable(&path.display().to_string()).into_owned()
     }
 }
 
-fn parse_csv(entity: &Entity, text: &str, now: Timestamp) -> Result<Parsed> {
-    let mut reader = csv::ReaderBuilder::new().from_reader(text.as_bytes());
-    let header: Vec<String> = reader
-        .headers()
-        .context("reading the CSV header")?
-        .iter()
-        .map(str::to_owned)
-        .collect();
-    if let Some(unknown) = header.iter().find(|h| entity.column_index(h).is_none()) {
-        bail!(
-            "CSV column `{unknown}` is not a field of entity `{}`",
-            entity.name
-        );
-    }
-    let mut out = Parsed {
-        rows: Vec::new(),
-        rejected: Vec::new(),
-    };
-    for (i, record) in reader.records().enumerate() {
-        let line = i + 2;
-        let parsed = record.map_err(|e| e.to_string()).and_then(|r| {
-            let mut map = Map::new();
-            for (name, cell) in header.iter().zip(r.iter()) {
-                let ty = entity
-                    .column_index(name)
-                    .map(|c| &entity.columns[c].ty)
-                    .ok_or_else(|| format!("no field `{name}`"))?;
-                let v = csv_cell(ty, cell).map_err(|e| format!("field `{name}`: {e}"))?;
-                map.insert(name.clone(), v);
-            }
-            entity.row_from_json(&map, now)
-        });
-        match parsed {
-            Ok(r) => out.rows.push(r),
-            Err(e) => out.rejected.push((line, e)),
-        }
-    }
-    Ok(out)
-}
-
-fn parse_file(entity: &Entity, path: &Path, now: Timestamp) -> Result<Parsed> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("jsonl" | "ndjson" | "json") => Ok(parse_jsonl(entity, &text, now)),
-        Some("csv") => parse_csv(entity, &text, now),
-        _ => bail!(
-            "{}: unknown file type (expected .jsonl, .ndjson or .csv)",
-            path.display()
-        ),
+fn format_of(args: &IngestArgs) -> Result<Format> {
+    match (args.format, args.file == Path::new("-")) {
+        (Some(FormatArg::Jsonl), _) => Ok(Format::JsonLines),
+        (Some(FormatArg::Csv), _) => Ok(Format::Csv),
+        (None, true) => bail!("reading standard input needs --format jsonl or --format csv"),
+        (None, false) => Format::from_path(&args.file).with_context(|| {
+            format!(
+                "{}: unknown file type (expected .jsonl, .ndjson, .json or .csv; or pass --format)",
+                input_name(&args.file)
+            )
+        }),
     }
 }
 
-/// Shows `done/total` with rate and ETA on one line of a terminal.
-struct Progress {
+/// `(first, last)` as `line N` or `lines N–M`.
+fn lines(first: u64, last: u64) -> String {
+    if first == last {
+        format!("line {first}")
+    } else {
+        format!("lines {first}–{last}")
+    }
+}
+
+/// Reports records as they are rejected or fail; shows progress on a terminal.
+struct Report {
+    shown: u64,
+    rejects: Option<(PathBuf, std::io::BufWriter<std::fs::File>)>,
+    rejects_error: Option<String>,
     started: Instant,
-    last: Instant,
-    total: usize,
+    last_progress: Instant,
     live: bool,
 }
 
-impl Progress {
-    fn new(total: usize) -> Self {
-        Self {
-            started: Instant::now(),
-            last: Instant::now(),
-            total,
-            live: std::io::stderr().is_terminal(),
+impl Report {
+    fn write_reject(&mut self, bytes: &[u8]) {
+        if let Some((path, out)) = &mut self.rejects
+            && self.rejects_error.is_none()
+            && let Err(e) = out.write_all(bytes).and_then(|()| out.write_all(b"\n"))
+        {
+            self.rejects_error = Some(format!(
+                "writing {}: {}",
+                printable(&path.display().to_string()),
+                oka_server::error::io_reason(&e)
+            ));
         }
     }
 
-    fn update(&mut self, done: usize, force: bool) {
-        if !self.live || (!force && self.last.elapsed() < Duration::from_millis(200)) {
-            return;
-        }
-        self.last = Instant::now();
-        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
-        let rate = done as f64 / secs;
-        let eta = if rate > 0.0 {
-            (self.total - done) as f64 / rate
-        } else {
-            0.0
-        };
-        let width = 30;
-        let filled = (width * done).checked_div(self.total).unwrap_or(width);
-        eprint!(
-            "\r[{}{}] {done}/{} rows  {rate:.0} rows/s  ETA {eta:.1}s ",
-            "#".repeat(filled),
-            "-".repeat(width - filled),
-            self.total
-        );
-        if force {
-            eprintln!();
+    fn clear_progress(&self) {
+        if self.live {
+            eprint!("\r\x1b[K");
         }
     }
 }
 
-/// Runs `oka ingest`; `Ok(false)` when records were rejected or not written.
+impl LoadEvents for Report {
+    fn header(&mut self, line: &[u8]) {
+        self.write_reject(line);
+    }
+
+    fn rejected(&mut self, record: &Record) {
+        self.shown += 1;
+        if self.shown <= SHOWN_REJECTIONS {
+            self.clear_progress();
+            let why = record.parsed.as_ref().err().map_or("", String::as_str);
+            eprintln!(
+                "  {}: {}",
+                lines(record.first_line, record.last_line),
+                terminal_safe(why)
+            );
+        }
+        self.write_reject(&record.raw);
+    }
+
+    fn failed(&mut self, batch: &Sent, error: &StoreError) {
+        self.clear_progress();
+        eprintln!(
+            "  {} ({} records) not written: {}",
+            lines(batch.first_line, batch.last_line),
+            batch.rows,
+            terminal_safe(&error.to_string())
+        );
+        for raw in &batch.raw {
+            self.write_reject(raw);
+        }
+    }
+
+    fn written(&mut self, written: u64) {
+        if !self.live || self.last_progress.elapsed() < Duration::from_millis(200) {
+            return;
+        }
+        self.last_progress = Instant::now();
+        let rate = written as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
+        eprint!("\r\x1b[K{written} records written ({rate:.0}/s)");
+    }
+}
+
+/// Runs `oka ingest`; `Ok(false)` when any record read was not written.
 pub fn run(args: IngestArgs, natives: &NativeUdfs) -> Result<bool> {
     let origin = args.spec.display().to_string();
-    let yaml = std::fs::read_to_string(&args.spec).with_context(|| format!("reading {origin}"))?;
+    let yaml = std::fs::read_to_string(&args.spec).map_err(|e| {
+        anyhow::anyhow!(
+            "reading the spec {}: {}",
+            printable(&origin),
+            oka_server::error::io_reason(&e)
+        )
+    })?;
     let registry = Arc::new(
         Registry::from_yaml(&origin, &yaml, natives)
             .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?,
     );
-    let id = registry
-        .feature_id(&args.feature)
-        .with_context(|| format!("unknown feature `{}` in {origin}", args.feature))?;
-    let feature = registry.feature(id);
-    if !feature.is_pipeline() {
+    let id = registry.feature_id(&args.feature).with_context(|| {
+        format!(
+            "unknown feature `{}` in {}",
+            printable(&args.feature),
+            printable(&origin)
+        )
+    })?;
+    if !registry.feature(id).is_pipeline() {
         bail!(
             "`{}` is an on-demand feature; only pipeline features are ingested",
-            args.feature
+            printable(&args.feature)
         );
     }
-    let parsed = parse_file(&feature.entity, &args.file, Timestamp::now())?;
+    let format = format_of(&args)?;
+    let name = input_name(&args.file);
+    let input: Box<dyn std::io::Read + Send> =
+        if args.file == Path::new("-") {
+            Box::new(std::io::stdin())
+        } else {
+            Box::new(std::fs::File::open(&args.file).map_err(|e| {
+                anyhow::anyhow!("reading {name}: {}", oka_server::error::io_reason(&e))
+            })?)
+        };
+    let rejects = match &args.rejects {
+        Some(path) => Some((
+            path.clone(),
+            std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
+                anyhow::anyhow!(
+                    "creating {}: {}",
+                    printable(&path.display().to_string()),
+                    oka_server::error::io_reason(&e)
+                )
+            })?),
+        )),
+        None => None,
+    };
+    let config = args.writer.config();
+    let options = ReadOptions {
+        format,
+        now: Timestamp::now(),
+        bounds: TimeBounds {
+            max_future_skew: Duration::from_secs(args.max_future_skew_s),
+        },
+        limits: ReaderLimits {
+            max_record_bytes: args.max_record_bytes.max(1),
+        },
+        batch_size: config.batch_size,
+        keep_raw: rejects.is_some(),
+    };
+    let mut report = Report {
+        shown: 0,
+        rejects,
+        rejects_error: None,
+        started: Instant::now(),
+        last_progress: Instant::now(),
+        live: std::io::stderr().is_terminal(),
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("building the runtime")?;
-    let config = args.writer.config();
-    let (written, failure, elapsed) = rt.block_on(async {
+    let started = Instant::now();
+    let outcome = rt.block_on(async {
         let store = stores::open(&args.store).await?;
-        let writer = WritePath::spawn(store.clone(), Arc::new(NoMetrics), config.clone());
-        let total = parsed.rows.len();
-        let mut progress = Progress::new(total);
-        let started = Instant::now();
-        let mut written = 0;
-        let mut failure = None;
-        // Keep a bounded number of jobs outstanding; the write path adds its own
-        // back-pressure beyond that.
+        let writer = WritePath::spawn(store, Arc::new(NoMetrics), config.clone());
+        let reading =
+            load::read(input, &registry, id, options).context("starting the reader thread")?;
+        // Two jobs per batch in flight keep the write path busy; the write path
+        // adds its own back-pressure beyond that.
         let window = config.max_in_flight * 2;
-        let mut pending = std::collections::VecDeque::new();
-        let mut rows = parsed.rows.into_iter().peekable();
-        while rows.peek().is_some() || !pending.is_empty() {
-            while pending.len() < window && rows.peek().is_some() {
-                let chunk: Vec<_> = rows.by_ref().take(config.batch_size).collect();
-                let n = chunk.len();
-                let w = writer.clone();
-                let r = Arc::clone(&registry);
-                pending.push_back((n, tokio::spawn(async move { w.write(&r, id, chunk).await })));
-            }
-            if let Some((n, job)) = pending.pop_front() {
-                match job.await {
-                    Ok(Ok(())) => written += n,
-                    Ok(Err(e)) => {
-                        failure.get_or_insert_with(|| e.to_string());
-                    }
-                    Err(e) => {
-                        failure.get_or_insert_with(|| e.to_string());
-                    }
-                }
-                progress.update(written, false);
-            }
-        }
-        progress.update(written, true);
-        anyhow::Ok((written, failure, started.elapsed()))
+        anyhow::Ok(load::load(reading, &writer, &registry, id, window, &mut report).await)
     })?;
-    let rejected = parsed.rejected.len();
-    let rate = written as f64 / elapsed.as_secs_f64().max(1e-9);
-    println!(
-        "{}: wrote {written} records to `{}` in {:.2}s ({rate:.0} records/s); rejected {rejected}",
-        args.file.display(),
-        args.feature,
-        elapsed.as_secs_f64()
-    );
-    for (line, why) in parsed.rejected.iter().take(SHOWN_REJECTIONS) {
-        eprintln!("  line {line}: {why}");
+    report.clear_progress();
+    let (summary, read_error) = match outcome {
+        Ok(s) => (s, None),
+        Err((e, s)) => (s, Some(e)),
+    };
+    if let Some((path, mut out)) = report.rejects.take()
+        && let Err(e) = out.flush()
+    {
+        report.rejects_error.get_or_insert_with(|| {
+            format!(
+                "writing {}: {}",
+                printable(&path.display().to_string()),
+                oka_server::error::io_reason(&e)
+            )
+        });
     }
-    if rejected > SHOWN_REJECTIONS {
-        eprintln!("  … and {} more", rejected - SHOWN_REJECTIONS);
+    print_summary(&args, &name, &summary, started.elapsed());
+    if report.shown > SHOWN_REJECTIONS {
+        eprintln!(
+            "  … and {} more rejected records{}",
+            report.shown - SHOWN_REJECTIONS,
+            if args.rejects.is_some() {
+                " (all are in the rejects file)"
+            } else {
+                "; pass --rejects FILE to get them all"
+            }
+        );
     }
-    if let Some(e) = &failure {
-        eprintln!("error: some batches were not written: {e}");
+    if let Some(e) = &report.rejects_error {
+        eprintln!("error: {e}");
     }
-    Ok(rejected == 0 && failure.is_none())
+    if let Some(e) = read_error {
+        // The records before the failure are counted above.
+        bail!("reading {name} stopped: {}", terminal_safe(&e.to_string()));
+    }
+    Ok(summary.complete())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn entity() -> Arc<Entity> {
-        let yaml = "version: 1\nentities:\n  E:\n    keys: {id: string}\n    timestamp: ts\n    fields: {v: float, n: int, ok: bool, tags: list<string>}\nfeatures:\n  p: {kind: pipeline, entity: E}\n";
-        Arc::clone(
-            &Registry::from_yaml("t", yaml, &NativeUdfs::new())
-                .unwrap()
-                .feature(0)
-                .entity,
-        )
-    }
-
-    #[test]
-    fn csv_cells_are_typed_and_bad_rows_named() {
-        let e = entity();
-        let text = "id,ts,v,n,ok,tags\na,2025-04-18T10:00:00Z,1.5,2,true,\"[\"\"x\"\"]\"\nb,1744970400,x,2,true,[]\nc,,3,4,0,\n";
-        let p = parse_csv(&e, text, Timestamp(7)).unwrap();
-        assert_eq!(p.rows.len(), 2);
-        assert_eq!(p.rejected.len(), 1);
-        assert_eq!(p.rejected[0].0, 3);
-        assert!(p.rejected[0].1.contains("field `v`"), "{:?}", p.rejected);
-        assert_eq!(
-            p.rows[1].1.event_time,
-            Timestamp(7),
-            "missing timestamp is now"
+fn print_summary(args: &IngestArgs, name: &str, s: &LoadSummary, elapsed: Duration) {
+    let rate = s.written as f64 / elapsed.as_secs_f64().max(1e-9);
+    println!(
+        "{name}: read {} records; wrote {} records to `{}` in {:.2}s ({rate:.0} records/s); rejected {}; not written (store failed) {}",
+        s.read,
+        s.written,
+        printable(&args.feature),
+        elapsed.as_secs_f64(),
+        s.rejected,
+        s.failed
+    );
+    if s.failed > 0 {
+        let mut ranges: Vec<String> = s
+            .failed_lines
+            .iter()
+            .take(SHOWN_RANGES)
+            .map(|(a, b)| lines(*a, *b))
+            .collect();
+        if s.failed_lines.len() > SHOWN_RANGES {
+            ranges.push(format!(
+                "… {} more ranges",
+                s.failed_lines.len() - SHOWN_RANGES
+            ));
+        }
+        eprintln!(
+            "error: {} records were not written ({}): {}",
+            s.failed,
+            ranges.join(", "),
+            terminal_safe(s.failure.as_deref().unwrap_or("the store failed"))
         );
-    }
-
-    #[test]
-    fn unknown_csv_columns_fail_the_file() {
-        assert!(parse_csv(&entity(), "id,colour\na,red\n", Timestamp(0)).is_err());
-    }
-
-    #[test]
-    fn jsonl_rejections_carry_line_numbers() {
-        let p = parse_jsonl(
-            &entity(),
-            "{\"id\": \"a\", \"v\": 1}\n\nnot json\n{\"v\": 2}\n",
-            Timestamp(0),
+        eprintln!(
+            "  {}",
+            if args.rejects.is_some() {
+                "they are in the rejects file with the rejected records: load it again once the store is back"
+            } else {
+                "load those lines again (--rejects FILE writes them out), once the store is back"
+            }
         );
-        assert_eq!(p.rows.len(), 1);
-        let lines: Vec<usize> = p.rejected.iter().map(|(l, _)| *l).collect();
-        assert_eq!(lines, [3, 4]);
     }
 }

@@ -167,6 +167,10 @@ struct ServeArgs {
     /// 503 with `Retry-After`.
     #[arg(long, env = "OKA_MAX_INGEST_BYTES", default_value_t = Limits::default().max_ingest_bytes)]
     max_ingest_bytes: usize,
+    /// How far into the future an ingested record's event time may lie, in
+    /// seconds; later records are rejected.
+    #[arg(long, env = "OKA_MAX_FUTURE_SKEW_S", default_value_t = Limits::default().max_future_skew.as_secs())]
+    max_future_skew_s: u64,
     /// Requests one worker serves at once; beyond, 503 with `Retry-After` at once.
     #[arg(long, env = "OKA_MAX_IN_FLIGHT_REQUESTS", default_value_t = Limits::default().max_in_flight)]
     max_in_flight_requests: usize,
@@ -391,6 +395,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             max_body_bytes: args.max_body_bytes,
             body_read_timeout: Duration::from_millis(args.body_read_timeout_ms.max(1)),
             max_ingest_bytes: args.max_ingest_bytes,
+            max_future_skew: Duration::from_secs(args.max_future_skew_s),
             max_in_flight: args.max_in_flight_requests,
             default_deadline: Duration::from_millis(args.deadline_ms.max(1)),
             request: RequestLimits {

@@ -180,6 +180,8 @@ pub struct RecordReader<'e, R> {
     pending: VecDeque<Line>,
     /// The column index of each CSV field.
     header: Vec<usize>,
+    /// The CSV header line as read.
+    header_line: Vec<u8>,
     /// The CSV record being split.
     splitter: Splitter,
     /// Set after the end of the input or an I/O error.
@@ -203,6 +205,7 @@ impl<'e, R: BufRead> RecordReader<'e, R> {
             lines_read: 0,
             pending: VecDeque::new(),
             header: Vec::new(),
+            header_line: Vec::new(),
             splitter: Splitter::default(),
             done: false,
         };
@@ -217,6 +220,12 @@ impl<'e, R: BufRead> RecordReader<'e, R> {
     /// CSV record.
     pub fn lines_read(&self) -> u64 {
         self.lines_read
+    }
+
+    /// The CSV header line as it was read (empty for JSON Lines), to start a
+    /// file of records that can be read again.
+    pub fn header_line(&self) -> &[u8] {
+        &self.header_line
     }
 
     /// The parser records go through.
@@ -268,6 +277,7 @@ impl<'e, R: BufRead> RecordReader<'e, R> {
             }
             self.header.push(index);
         }
+        self.header_line = line.bytes;
         Ok(())
     }
 

@@ -37,6 +37,8 @@ pub struct Batch {
 /// What the reader thread sends.
 #[derive(Debug)]
 enum Item {
+    /// The CSV header line (sent first).
+    Header(Vec<u8>),
     Batch(Batch),
     Rejected(Record),
 }
@@ -88,6 +90,13 @@ pub fn read(
                     return;
                 }
             };
+            if !reader.header_line().is_empty()
+                && tx
+                    .blocking_send(Ok(Item::Header(reader.header_line().to_vec())))
+                    .is_err()
+            {
+                return;
+            }
             let batch_size = options.batch_size.max(1);
             let empty = || Batch {
                 rows: Vec::with_capacity(batch_size),
@@ -154,6 +163,10 @@ pub struct Sent {
 
 /// Receives what happens to the records as it happens.
 pub trait LoadEvents {
+    /// The CSV header line, before any record.
+    fn header(&mut self, line: &[u8]) {
+        let _ = line;
+    }
     /// A record was rejected (its `parsed` is the reason).
     fn rejected(&mut self, record: &Record);
     /// A batch was not written: the store failed it after the writer's retries.
@@ -230,6 +243,10 @@ pub async fn load(
                     let (w, r, rows) = (writer.clone(), Arc::clone(registry), batch.rows);
                     let job = tokio::spawn(async move { w.write(&r, feature, rows).await });
                     pending.push_back((sent, job));
+                    continue;
+                }
+                Some(Ok(Item::Header(line))) => {
+                    events.header(&line);
                     continue;
                 }
                 Some(Ok(Item::Rejected(record))) => {

@@ -304,13 +304,24 @@ fn show_skew(d: Duration) -> String {
 /// and the bidirectional overrides and isolates written as `\u{1b}`-style escapes,
 /// so a terminal never receives an escape sequence from user data.
 pub fn printable(text: &str) -> Cow<'_, str> {
-    let truncated = text.len() > ECHO_CHARS && text.chars().nth(ECHO_CHARS).is_some();
-    let clean_prefix = text.chars().take(ECHO_CHARS).all(|c| !is_unprintable(c));
+    escape(text, ECHO_CHARS)
+}
+
+/// `text` with the characters [`printable`] escapes escaped, at any length: for a
+/// message that already went through [`printable`] for its parts, or text that
+/// may hold input (a store's error) and is printed on a terminal.
+pub fn terminal_safe(text: &str) -> Cow<'_, str> {
+    escape(text, usize::MAX)
+}
+
+fn escape(text: &str, max_chars: usize) -> Cow<'_, str> {
+    let truncated = text.len() > max_chars && text.chars().nth(max_chars).is_some();
+    let clean_prefix = text.chars().take(max_chars).all(|c| !is_unprintable(c));
     if clean_prefix && !truncated {
         return Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(ECHO_CHARS + 16);
-    for c in text.chars().take(ECHO_CHARS) {
+    let mut out = String::with_capacity(text.len().min(max_chars) + 16);
+    for c in text.chars().take(max_chars) {
         if is_unprintable(c) {
             // Writing to a String cannot fail.
             let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
