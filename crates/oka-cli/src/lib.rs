@@ -27,6 +27,7 @@ use oka_core::{NativeUdfs, Registry};
 use oka_server::auth::ApiKeys;
 use oka_server::conn::ConnTimeouts;
 use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
+use oka_server::state::ReloadFailure;
 use oka_server::{Limits, Shared};
 use tracing::info;
 
@@ -184,10 +185,15 @@ struct ServeArgs {
     /// Targets per request.
     #[arg(long, env = "OKA_MAX_TARGETS", default_value_t = oka_core::request::MAX_TARGETS)]
     max_targets: usize,
-    /// API keys file (`<key> <read|write>[,…]` per line); also `OKA_API_KEYS`
-    /// (`;`-separated). Without either, authentication is off. Re-read on reload.
+    /// API keys file (`<key> <read|write|admin>[,…]` per line); also
+    /// `OKA_API_KEYS` (`;`-separated). Without either, authentication is off; with
+    /// an `admin` key, `POST /admin/reload` needs one. Re-read on reload.
     #[arg(long, env = "OKA_API_KEYS_FILE")]
     api_keys_file: Option<PathBuf>,
+    /// The shortest time between two reloads, milliseconds: `POST /admin/reload`
+    /// sooner is answered 429, a SIGHUP sooner waits its turn.
+    #[arg(long, env = "OKA_RELOAD_MIN_INTERVAL_MS", default_value_t = oka_server::state::DEFAULT_RELOAD_INTERVAL.as_millis() as u64)]
+    reload_min_interval_ms: u64,
     /// Seconds in-flight requests get to finish on SIGTERM/SIGINT.
     #[arg(long, env = "OKA_SHUTDOWN_GRACE_S", default_value_t = 20)]
     shutdown_grace_s: u64,
@@ -202,6 +208,7 @@ struct ServeArgs {
 
 /// Runs the CLI with `natives` available to specs; returns the exit code.
 pub fn main_with(natives: NativeUdfs) -> ExitCode {
+    catch_hangups();
     let cli = Cli::parse();
     match run(cli, natives) {
         Ok(code) => code,
@@ -339,36 +346,73 @@ fn quiet_udf_panics() {
 }
 
 /// Reads the spec (a file, or the demo) and the API keys (file and environment).
+/// Errors name the files as configured in `message`, and by file name only in
+/// `public`; no error shows a key.
 fn load_sources(
     spec: Option<&std::path::Path>,
     keys_file: Option<&std::path::Path>,
     natives: &NativeUdfs,
-) -> Result<(Arc<Registry>, ApiKeys), String> {
-    let (origin, yaml) = match spec {
-        Some(path) => {
-            let origin = path.display().to_string();
-            let yaml =
-                std::fs::read_to_string(path).map_err(|e| format!("reading {origin}: {e}"))?;
-            (origin, yaml)
+) -> Result<(Arc<Registry>, ApiKeys), ReloadFailure> {
+    let paths: Vec<&std::path::Path> = spec.into_iter().chain(keys_file).collect();
+    let fail = |message: String| {
+        let mut public = message.clone();
+        for path in &paths {
+            let full = path.display().to_string();
+            let name = path.file_name().map_or_else(
+                || "the file".to_owned(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            public = public.replace(&full, &name);
         }
+        ReloadFailure { message, public }
+    };
+    let read = |path: &std::path::Path, what: &str| {
+        std::fs::read_to_string(path).map_err(|e| {
+            fail(format!(
+                "reading the {what} {}: {}",
+                path.display(),
+                oka_server::error::io_reason(&e)
+            ))
+        })
+    };
+    let (origin, yaml) = match spec {
+        Some(path) => (path.display().to_string(), read(path, "spec")?),
         None => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
     };
-    let registry =
-        Registry::from_yaml(&origin, &yaml, natives).map_err(|e| format!("invalid spec:\n{e}"))?;
-    let mut text = String::new();
+    let registry = Registry::from_yaml(&origin, &yaml, natives)
+        .map_err(|e| fail(format!("invalid spec:\n{e}")))?;
+    let mut keys = ApiKeys::default();
     if let Some(path) = keys_file {
-        text = std::fs::read_to_string(path)
-            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let text = read(path, "API keys file")?;
+        keys = ApiKeys::parse_from(&path.display().to_string(), "line", &text, &['\n'])
+            .map_err(fail)?;
     }
     if let Ok(env) = std::env::var("OKA_API_KEYS") {
-        text.push('\n');
-        text.push_str(&env);
+        keys = keys.merged(
+            ApiKeys::parse_from("OKA_API_KEYS", "entry", &env, &[';', '\n']).map_err(fail)?,
+        );
     }
-    let keys = ApiKeys::parse(&text)?;
     Ok((Arc::new(registry), keys))
 }
 
+/// Warns about ports that listen beyond loopback without the keys that guard them.
+fn warn_about_open_ports(listen: SocketAddr, admin_listen: SocketAddr, keys: &ApiKeys) {
+    if !listen.ip().is_loopback() && !keys.enabled() {
+        tracing::warn!(
+            %listen,
+            "the serving port listens beyond loopback with authentication off: anyone who reaches it can read features and ingest records; configure API keys (--api-keys-file or OKA_API_KEYS) unless a private network guards it"
+        );
+    }
+    if !admin_listen.ip().is_loopback() && !keys.admin_enabled() {
+        tracing::warn!(
+            %admin_listen,
+            "the admin port listens beyond loopback and POST /admin/reload needs no key: add a key with the `admin` scope, or keep the port on a private network"
+        );
+    }
+}
+
 fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
+    RELOADS_ON_HANGUP.store(true, std::sync::atomic::Ordering::Release);
     init_logs(args.log_format);
     quiet_udf_panics();
     let (registry, keys) = load_sources(
@@ -376,7 +420,8 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         args.api_keys_file.as_deref(),
         &natives,
     )
-    .map_err(|e| anyhow::anyhow!(e))?;
+    .map_err(|e| anyhow::anyhow!(e.message))?;
+    warn_about_open_ports(args.listen, args.admin_listen, &keys);
     info!(
         spec = %args.spec.as_ref().map_or("<demo>".to_owned(), |p| p.display().to_string()),
         features = registry.features().len(),
@@ -411,6 +456,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             .writer(args.writer.config())
             .keys(keys)
             .reloader(reloader)
+            .reload_interval(Duration::from_millis(args.reload_min_interval_ms))
             .build();
         let sources = oka_ingest::source::start(
             shared.writer.clone(),
@@ -453,18 +499,68 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     })
 }
 
-/// Reloads the spec and API keys on SIGHUP, off the serving workers.
-fn reload_on_sighup(shared: Arc<Shared>) {
+/// SIGHUPs received so far. They are caught from the first instruction of
+/// `main` (the default action would end the process); `oka serve` reloads on
+/// them, other commands log and ignore them.
+static HANGUPS: std::sync::LazyLock<tokio::sync::watch::Sender<u64>> =
+    std::sync::LazyLock::new(|| tokio::sync::watch::Sender::new(0));
+
+/// Set once `oka serve` takes SIGHUPs as reloads.
+static RELOADS_ON_HANGUP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Catches SIGHUP on a thread of its own.
+fn catch_hangups() {
     #[cfg(unix)]
+    match signal_hook::iterator::Signals::new([signal_hook::consts::SIGHUP]) {
+        Ok(mut signals) => {
+            let spawned = std::thread::Builder::new()
+                .name("oka-signals".to_owned())
+                .spawn(move || {
+                    for _ in signals.forever() {
+                        HANGUPS.send_modify(|n| *n += 1);
+                        if !RELOADS_ON_HANGUP.load(std::sync::atomic::Ordering::Acquire) {
+                            tracing::info!("SIGHUP ignored: this command has nothing to reload");
+                        }
+                    }
+                });
+            if let Err(e) = spawned {
+                eprintln!("warning: SIGHUP cannot be handled ({e}); it would end the process");
+            }
+        }
+        Err(e) => eprintln!("warning: SIGHUP cannot be handled ({e}); it would end the process"),
+    }
+}
+
+/// Reloads the spec and API keys on SIGHUP, off the serving workers; a SIGHUP
+/// that arrived during start-up reloads once serving. SIGHUPs within the reload
+/// interval wait their turn and coalesce into one reload.
+fn reload_on_sighup(shared: Arc<Shared>) {
+    let mut hangups = HANGUPS.subscribe();
+    let early = *hangups.borrow_and_update() > 0;
     tokio::spawn(async move {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
-            return;
-        };
-        while hup.recv().await.is_some() {
-            let shared = Arc::clone(&shared);
-            // The outcome is logged by `reload`.
-            let _ = tokio::task::spawn_blocking(move || shared.reload()).await;
+        if early {
+            info!("SIGHUP received during start-up; reloading now");
+        }
+        let mut pending = early;
+        loop {
+            while pending {
+                let shared = Arc::clone(&shared);
+                // The outcome is logged by `reload`.
+                match tokio::task::spawn_blocking(move || shared.reload()).await {
+                    Ok(Err(oka_server::state::ReloadError::TooSoon(wait))) => {
+                        tokio::time::sleep(wait).await;
+                    }
+                    Ok(Err(oka_server::state::ReloadError::Busy)) => {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                    _ => pending = false,
+                }
+            }
+            if hangups.changed().await.is_err() {
+                return;
+            }
+            hangups.borrow_and_update();
+            pending = true;
         }
     });
 }

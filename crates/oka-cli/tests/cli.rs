@@ -545,3 +545,285 @@ fn schema_prints_the_cql_ddl() {
         assert!(!out.status.success(), "{bad:?}");
     }
 }
+
+/// Sends `signal` to `child`.
+fn signal(child: &Child, signal: &str) {
+    assert!(
+        Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// Waits for `child` to exit; `None` if it has not within `within`.
+fn exit_within(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return Some(s);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sighup_during_start_up_does_not_end_the_process() {
+    let (port, admin_port) = (free_port(), free_port());
+    let log = tmp_file("early-hup.log", "");
+    let mut server = Server(
+        Command::new(OKA)
+            .args(["serve", "--demo", "--workers", "1"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    // SIGHUPs from the first milliseconds (after the exec itself) until ready.
+    std::thread::sleep(Duration::from_millis(15));
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http(admin, "GET", "/readyz", "").map(|(s, _)| s) != Some(200) {
+        signal(&server.0, "-HUP");
+        assert!(
+            server.0.try_wait().unwrap().is_none(),
+            "SIGHUP ended the process: {}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        assert!(Instant::now() < deadline, "server did not become ready");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let (status, body) = http(
+        addr,
+        "POST",
+        "/v1/features",
+        r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-21"}],"udf_args":{"simple_feature":{"multiplier":2.0}}}"#,
+    )
+    .unwrap();
+    assert_eq!(status, 200, "{body}");
+    signal(&server.0, "-TERM");
+    let status = exit_within(&mut server.0, Duration::from_secs(20)).expect("exits");
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn api_key_file_errors_name_the_line_and_never_print_the_key() {
+    const TOKEN: &str = "s3cr3t-t0ken-0123456789";
+    let swapped = format!("# ops\nreader-key-0123456789 read\nread {TOKEN}\n");
+    // At start-up.
+    let keys = tmp_file("swapped-keys.txt", &swapped);
+    let out = Command::new(OKA)
+        .args([
+            "serve",
+            "--demo",
+            "--listen",
+            "127.0.0.1:0",
+            "--admin-listen",
+            "127.0.0.1:0",
+        ])
+        .arg("--api-keys-file")
+        .arg(&keys)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("swapped-keys.txt line 3"), "{stderr}");
+    assert!(!stderr.contains(TOKEN), "{stderr}");
+
+    // On reload: the file goes bad while serving.
+    let keys = tmp_file(
+        "reload-keys.txt",
+        "ops-key-0123456789abc admin\nreader-key-0123456789 read\n",
+    );
+    let log = tmp_file("reload-keys.log", "");
+    let keys_arg = keys.display().to_string();
+    let Oka {
+        server: _server,
+        admin,
+        ..
+    } = start_oka(
+        &["--demo", "--workers", "1", "--api-keys-file", &keys_arg],
+        Some(&log),
+    );
+    std::fs::write(&keys, &swapped).unwrap();
+    let reload = |key: &str| {
+        let mut s = TcpStream::connect(admin).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "POST /admin/reload HTTP/1.1\r\nhost: t\r\nx-api-key: {key}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    };
+    let answer = reload("reader-key-0123456789");
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    let answer = reload("ops-key-0123456789abc");
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("line 3"), "{answer}");
+    assert!(!answer.contains(TOKEN), "{answer}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("reload rejected")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the rejected reload is not logged"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!logged.contains(TOKEN), "{logged}");
+}
+
+#[test]
+fn reload_errors_name_files_not_paths_to_callers_without_a_key() {
+    let spec = tmp_file(
+        "vanishing-spec.yaml",
+        &DEMO_FOR_RELOAD.replace("MULT", "multiplier"),
+    );
+    let spec_arg = spec.display().to_string();
+    let Oka {
+        server: _server,
+        admin,
+        ..
+    } = start_oka(&["--workers", "1", "--spec", &spec_arg], None);
+    std::fs::remove_file(&spec).unwrap();
+    let (status, body) = http(admin, "POST", "/admin/reload", "").unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("vanishing-spec.yaml"), "{body}");
+    assert!(body.contains("no such file"), "{body}");
+    let dir = spec.parent().unwrap().display().to_string();
+    assert!(!body.contains(&dir), "{body}");
+    assert!(!body.contains("os error"), "{body}");
+}
+
+#[test]
+fn the_admin_port_listens_on_loopback_by_default() {
+    let out = Command::new(OKA)
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    let admin = help
+        .split("--admin-listen")
+        .nth(1)
+        .and_then(|rest| rest.split("--").next())
+        .unwrap_or_default();
+    assert!(admin.contains("[default: 127.0.0.1:9122]"), "{help}");
+}
+
+#[test]
+fn sigterm_with_half_sent_requests_exits_zero_well_within_the_grace_period() {
+    let Oka {
+        mut server, addr, ..
+    } = start_oka(
+        &["--demo", "--workers", "1", "--shutdown-grace-s", "30"],
+        None,
+    );
+    let mut half_head = TcpStream::connect(addr).unwrap();
+    half_head
+        .write_all(b"POST /v1/features HTTP/1.1\r\nhost:")
+        .unwrap();
+    let mut half_body = TcpStream::connect(addr).unwrap();
+    half_body
+        .write_all(b"POST /v1/features HTTP/1.1\r\nhost: t\r\ncontent-length: 100\r\n\r\n{")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    signal(&server.0, "-TERM");
+    let status = exit_within(&mut server.0, Duration::from_secs(25)).expect("exits");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?} of the 30 s grace",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn out_of_file_descriptors_the_server_answers_503_logs_and_recovers() {
+    let (port, admin_port) = (free_port(), free_port());
+    let log = tmp_file("fd-limit.log", "");
+    // 48 descriptors: the server needs about 25 of them before any connection.
+    let mut server = Server(
+        Command::new("bash")
+            .args(["-c", "ulimit -n 48 && exec \"$0\" \"$@\"", OKA])
+            .args(["serve", "--demo", "--workers", "1"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+            .args(["--header-read-timeout-ms", "60000"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http(admin, "GET", "/readyz", "").map(|(s, _)| s) != Some(200) {
+        assert!(Instant::now() < deadline, "server did not become ready");
+        assert!(
+            server.0.try_wait().unwrap().is_none(),
+            "server exited early"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Hold more idle connections than there are descriptors left.
+    let held: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut refused = 0;
+    for mut s in held.iter() {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut buf = [0u8; 64];
+        if let Ok(n) = s.read(&mut buf)
+            && buf[..n].starts_with(b"HTTP/1.1 503")
+        {
+            refused += 1;
+        }
+    }
+    assert!(
+        refused > 0,
+        "no connection was refused at the descriptor limit"
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("out of file descriptors")
+    {
+        assert!(Instant::now() < deadline, "the accept error is not logged");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(held);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some((200, _)) = http(
+            addr,
+            "POST",
+            "/v1/features",
+            r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-21"}]}"#,
+        ) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not serving again after the connections closed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (_, metrics) = http(admin, "GET", "/metrics", "").unwrap();
+    assert!(
+        !metrics.contains("oka_http_accept_errors_total{kind=\"fd_limit\"} 0"),
+        "{metrics}"
+    );
+}

@@ -2,10 +2,12 @@
 //!
 //! Keys come from a file (`--api-keys-file`) or the environment (`OKA_API_KEYS`),
 //! one per line (or `;`-separated in the environment): `<key> <scope>[,<scope>…]`,
-//! with scopes `read` (feature routes) and `write` (ingest). Lines starting with `#`
-//! are comments. A request carries its key as `Authorization: Bearer <key>` or
-//! `X-API-Key: <key>`. Keys are compared in constant time and never logged; health,
-//! readiness, metrics and stats (the admin port) are open.
+//! with scopes `read` (feature routes), `write` (ingest) and `admin`
+//! (`POST /admin/reload`). Lines starting with `#` are comments. A request carries
+//! its key as `Authorization: Bearer <key>` or `X-API-Key: <key>`. Keys are
+//! compared in constant time and never logged or echoed, not even in the errors
+//! about a malformed line. Health, readiness, metrics and stats (the admin port)
+//! are open; reload needs an `admin` key once one is configured.
 
 use axum::http::HeaderMap;
 use oka_core::ErrorCode;
@@ -19,6 +21,8 @@ pub enum Scope {
     Read,
     /// Write pipeline records (`/v1/ingest`).
     Write,
+    /// Reload the spec and keys (`POST /admin/reload`).
+    Admin,
 }
 
 impl Scope {
@@ -26,6 +30,7 @@ impl Scope {
         match s {
             "read" => Some(Self::Read),
             "write" => Some(Self::Write),
+            "admin" => Some(Self::Admin),
             _ => None,
         }
     }
@@ -34,6 +39,7 @@ impl Scope {
         match self {
             Self::Read => "read",
             Self::Write => "write",
+            Self::Admin => "admin",
         }
     }
 }
@@ -42,6 +48,7 @@ struct Key {
     secret: Vec<u8>,
     read: bool,
     write: bool,
+    admin: bool,
 }
 
 /// The configured keys; empty means authentication is off.
@@ -73,44 +80,49 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 impl ApiKeys {
     /// Parses key lines; errors name the line (never the key).
     pub fn parse(text: &str) -> Result<Self, String> {
-        Self::parse_from("api keys", text, &['\n'])
+        Self::parse_from("api keys", "line", text, &['\n'])
     }
 
-    /// Parses entries separated by any of `separators`; errors name `origin` and the
-    /// entry's number (never the key).
-    pub fn parse_from(origin: &str, text: &str, separators: &[char]) -> Result<Self, String> {
+    /// Parses entries separated by any of `separators`; errors name `origin`, the
+    /// entry (`unit` and its number, e.g. `line 3`) and the problem, and never any
+    /// word of the entry: a key and its scopes written the wrong way round must not
+    /// print the key.
+    pub fn parse_from(
+        origin: &str,
+        unit: &str,
+        text: &str,
+        separators: &[char],
+    ) -> Result<Self, String> {
         let mut keys = Vec::new();
         for (i, line) in text.split(separators).enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let (secret, scopes) = line
-                .split_once(char::is_whitespace)
-                .ok_or_else(|| format!("{origin} entry {}: expected `<key> <scopes>`", i + 1))?;
+            let at = format!("{origin} {unit} {}", i + 1);
+            let (secret, scopes) = line.split_once(char::is_whitespace).ok_or_else(|| {
+                format!("{at}: expected `<key> <scope>[,<scope>…]` (a key, a space, then read, write or admin)")
+            })?;
             let mut key = Key {
                 secret: secret.as_bytes().to_vec(),
                 read: false,
                 write: false,
+                admin: false,
             };
             for s in scopes.trim().split(',') {
                 match Scope::parse(s.trim()) {
                     Some(Scope::Read) => key.read = true,
                     Some(Scope::Write) => key.write = true,
+                    Some(Scope::Admin) => key.admin = true,
                     None => {
                         return Err(format!(
-                            "{origin} entry {}: unknown scope `{}` (expected read or write)",
-                            i + 1,
-                            s.trim()
+                            "{at}: the scopes are not read, write or admin (comma-separated, after the key); is the key written first?"
                         ));
                     }
                 }
             }
             if secret.len() < 16 {
-                return Err(format!(
-                    "{origin} entry {}: keys must be at least 16 characters",
-                    i + 1
-                ));
+                return Err(format!("{at}: keys must be at least 16 characters"));
             }
             keys.push(key);
         }
@@ -126,6 +138,11 @@ impl ApiKeys {
     /// Whether any key is configured (authentication on).
     pub fn enabled(&self) -> bool {
         !self.keys.is_empty()
+    }
+
+    /// Whether any key has the `admin` scope (reload then needs one).
+    pub fn admin_enabled(&self) -> bool {
+        self.keys.iter().any(|k| k.admin)
     }
 
     /// How many keys.
@@ -176,6 +193,7 @@ impl ApiKeys {
         let allowed = match scope {
             Scope::Read => key.read,
             Scope::Write => key.write,
+            Scope::Admin => key.admin,
         };
         if allowed {
             Ok(())
@@ -242,10 +260,42 @@ mod tests {
                 .is_ok()
         );
         assert!(ApiKeys::parse("short read").is_err());
-        let e = ApiKeys::parse("long-enough-key-0000 admin").unwrap_err();
+        let e = ApiKeys::parse("long-enough-key-0000 superuser").unwrap_err();
         assert!(
-            e.contains("unknown scope `admin`") && !e.contains("long-enough"),
+            e.contains("line 1") && !e.contains("long-enough") && !e.contains("superuser"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_key_and_scope_swapped_names_the_line_and_never_the_key() {
+        let text = "# keys\nreader-key-0123456789 read\nwrite s3cr3t-t0ken-abcdefgh\n";
+        let e = ApiKeys::parse_from("keys.txt", "line", text, &['\n']).unwrap_err();
+        assert!(e.starts_with("keys.txt line 3: "), "{e}");
+        assert!(e.contains("is the key written first"), "{e}");
+        assert!(!e.contains("s3cr3t") && !e.contains("abcdefgh"), "{e}");
+        let e = ApiKeys::parse_from("OKA_API_KEYS", "entry", "s3cr3t-t0ken-abcdefgh", &[';'])
+            .unwrap_err();
+        assert!(e.starts_with("OKA_API_KEYS entry 1: "), "{e}");
+        assert!(!e.contains("s3cr3t"), "{e}");
+    }
+
+    #[test]
+    fn admin_keys_guard_reload() {
+        let k = ApiKeys::parse("reader-key-0123456789 read\nops-key-0123456789ab admin").unwrap();
+        assert!(k.admin_enabled());
+        let e = k
+            .check(&headers("x-api-key", "reader-key-0123456789"), Scope::Admin)
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        assert!(
+            k.check(&headers("x-api-key", "ops-key-0123456789ab"), Scope::Admin)
+                .is_ok()
+        );
+        assert!(
+            !ApiKeys::parse("reader-key-0123456789 read")
+                .unwrap()
+                .admin_enabled()
         );
     }
 

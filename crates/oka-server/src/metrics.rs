@@ -252,20 +252,31 @@ pub struct FeatureMetrics {
 #[derive(Debug)]
 pub struct RegistryMetrics {
     /// Parallel to the registry's features.
-    pub features: Vec<FeatureMetrics>,
+    pub features: Vec<Arc<FeatureMetrics>>,
 }
 
 impl RegistryMetrics {
-    /// Entries for every feature of `registry`.
-    pub fn new(registry: &Registry) -> Self {
+    /// Entries for every feature of `registry`; a feature that `previous` (the
+    /// registry this one replaces) had by the same name keeps its series, so a
+    /// reload does not reset them.
+    pub fn new(registry: &Registry, previous: Option<&RegistryMetrics>) -> Self {
         Self {
             features: registry
                 .features()
                 .iter()
-                .map(|f| FeatureMetrics {
-                    name: Arc::clone(&f.name),
-                    udf_duration: Histogram::new(LATENCY_BUCKETS),
-                    udf_errors: Counter::default(),
+                .map(|f| {
+                    previous
+                        .and_then(|p| p.features.iter().find(|m| m.name == f.name))
+                        .map_or_else(
+                            || {
+                                Arc::new(FeatureMetrics {
+                                    name: Arc::clone(&f.name),
+                                    udf_duration: Histogram::new(LATENCY_BUCKETS),
+                                    udf_errors: Counter::default(),
+                                })
+                            },
+                            Arc::clone,
+                        )
                 })
                 .collect(),
         }

@@ -28,7 +28,7 @@ use crate::error::ApiError;
 use crate::ingest;
 use crate::metrics::{Refusal, Route};
 use crate::serve;
-use crate::state::{Admitted, AppState};
+use crate::state::{Admitted, AppState, ReloadError};
 
 /// The header that sets a request's deadline in milliseconds.
 pub const DEADLINE_HEADER: &str = "x-oka-deadline-ms";
@@ -421,8 +421,26 @@ async fn stats(State(state): State<AppState>) -> Response {
 }
 
 /// `POST /admin/reload`: reload the spec and API keys; 400 with the reason if the
-/// new spec is invalid (the old one keeps serving).
-async fn reload(State(state): State<AppState>) -> Response {
+/// new spec is invalid (the old one keeps serving), 429 while a reload runs or
+/// within the reload interval of the last. With an `admin` key configured, the
+/// caller needs it; callers that are not authenticated see file names, never
+/// paths, in the reason.
+async fn reload(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let keys_guard = state.shared.loaded.load().keys.admin_enabled();
+    if keys_guard
+        && let Err(e) = state
+            .shared
+            .loaded
+            .load()
+            .keys
+            .check(&headers, Scope::Admin)
+    {
+        state
+            .shared
+            .metrics
+            .reload(crate::metrics::ReloadResult::Refused);
+        return e.into_response();
+    }
     let shared = state.shared.clone();
     // Loading and validating a spec is CPU work off the serving workers' hot path.
     let result = tokio::task::spawn_blocking(move || shared.reload()).await;
@@ -430,7 +448,39 @@ async fn reload(State(state): State<AppState>) -> Response {
         Ok(Ok(summary)) => {
             json_response(serde_json::json!({"reloaded": true, "summary": summary}).to_string())
         }
-        Ok(Err(reason)) => ApiError::new(ErrorCode::InvalidSpec, reason).into_response(),
+        Ok(Err(ReloadError::Invalid(failure))) => {
+            let reason = if keys_guard {
+                failure.message
+            } else {
+                failure.public
+            };
+            ApiError::new(ErrorCode::InvalidSpec, reason).into_response()
+        }
+        Ok(Err(ReloadError::Busy)) => ApiError::new(
+            ErrorCode::TooManyReloads,
+            "a reload is running; retry when it has finished",
+        )
+        .into_response(),
+        Ok(Err(ReloadError::TooSoon(wait))) => {
+            let mut resp = ApiError::new(
+                ErrorCode::TooManyReloads,
+                format!(
+                    "the last reload was too recent; retry in {} ms",
+                    wait.as_millis().max(1)
+                ),
+            )
+            .into_response();
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
+                resp.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            resp
+        }
+        Ok(Err(ReloadError::Unsupported)) => ApiError::new(
+            ErrorCode::InvalidRequest,
+            "this server has no reloadable spec source",
+        )
+        .into_response(),
         Err(_) => ApiError::new(ErrorCode::Internal, "internal error").into_response(),
     }
 }

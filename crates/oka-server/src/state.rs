@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use oka_core::Registry;
@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use crate::auth::ApiKeys;
 use crate::catalog;
-use crate::metrics::{Metrics, RegistryMetrics};
+use crate::metrics::{Metrics, RegistryMetrics, ReloadResult};
 use crate::stats::Stats;
 use oka_ingest::{WritePath, WriterConfig};
 
@@ -65,10 +65,11 @@ pub struct Loaded {
 }
 
 impl Loaded {
-    /// Derives metrics and the catalog from `registry`.
-    pub fn new(registry: Arc<Registry>, keys: ApiKeys) -> Self {
+    /// Derives metrics and the catalog from `registry`; the per-feature metrics of
+    /// features `previous` also had carry over.
+    pub fn new(registry: Arc<Registry>, keys: ApiKeys, previous: Option<&Loaded>) -> Self {
         Self {
-            metrics: RegistryMetrics::new(&registry),
+            metrics: RegistryMetrics::new(&registry, previous.map(|p| &p.metrics)),
             catalog_json: catalog::encode(&registry),
             registry,
             keys,
@@ -77,7 +78,45 @@ impl Loaded {
 }
 
 /// Produces a new registry and API keys on reload (re-reading their sources).
-pub type Reloader = Box<dyn Fn() -> Result<(Arc<Registry>, ApiKeys), String> + Send + Sync>;
+pub type Reloader = Box<dyn Fn() -> Result<(Arc<Registry>, ApiKeys), ReloadFailure> + Send + Sync>;
+
+/// Why a reloader found no valid spec and keys.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReloadFailure {
+    /// The whole reason, with file paths as configured (for the log and for
+    /// callers authenticated with an `admin` key).
+    pub message: String,
+    /// The same with file names only, for callers that are not authenticated.
+    pub public: String,
+}
+
+impl ReloadFailure {
+    /// A failure whose message names no file path.
+    pub fn new(message: impl Into<String>) -> Self {
+        let message = message.into();
+        Self {
+            public: message.clone(),
+            message,
+        }
+    }
+}
+
+/// Why a reload did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReloadError {
+    /// The server has nothing to reload from.
+    Unsupported,
+    /// Another reload is running.
+    Busy,
+    /// The last reload was less than the minimum interval ago; retry after this.
+    TooSoon(Duration),
+    /// The new spec or keys are invalid; the old ones keep serving.
+    Invalid(ReloadFailure),
+}
+
+/// Reloads run one at a time, at most one per this interval by default, so a
+/// flood of reload requests cannot take CPU from serving.
+pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(1);
 
 /// One worker's counters.
 #[derive(Debug, Default)]
@@ -99,6 +138,9 @@ pub struct Shared {
     /// The spec and API keys being served; each request loads them once.
     pub loaded: ArcSwap<Loaded>,
     reloader: Option<Reloader>,
+    /// Held while a reload runs; the time the last one finished.
+    reloading: Mutex<Option<Instant>>,
+    reload_interval: Duration,
     /// The store.
     pub store: Arc<dyn FeatureStore>,
     /// Prometheus metrics.
@@ -157,29 +199,55 @@ impl Shared {
             writer: WriterConfig::default(),
             keys: ApiKeys::default(),
             reloader: None,
+            reload_interval: DEFAULT_RELOAD_INTERVAL,
         }
     }
 
     /// Loads a new spec and keys from the reloader and swaps them in atomically; on
-    /// any error the old ones keep serving. Returns a summary or the reason.
-    pub fn reload(&self) -> Result<String, String> {
-        let Some(reloader) = &self.reloader else {
-            return Err("this server has no reloadable spec source".to_owned());
+    /// any error the old ones keep serving. One reload runs at a time, and not
+    /// sooner than the reload interval after the last. Returns a summary.
+    pub fn reload(&self) -> Result<String, ReloadError> {
+        let result = self.try_reload();
+        let outcome = match &result {
+            Ok(_) => ReloadResult::Ok,
+            Err(ReloadError::Invalid(_)) => ReloadResult::Invalid,
+            Err(_) => ReloadResult::Refused,
         };
-        match reloader() {
+        self.metrics.reload(outcome);
+        result
+    }
+
+    fn try_reload(&self) -> Result<String, ReloadError> {
+        let Some(reloader) = &self.reloader else {
+            return Err(ReloadError::Unsupported);
+        };
+        let Ok(mut last) = self.reloading.try_lock() else {
+            return Err(ReloadError::Busy);
+        };
+        if let Some(wait) = last
+            .map(|t| self.reload_interval.saturating_sub(t.elapsed()))
+            .filter(|w| !w.is_zero())
+        {
+            return Err(ReloadError::TooSoon(wait));
+        }
+        let result = reloader();
+        *last = Some(Instant::now());
+        match result {
             Ok((registry, keys)) => {
                 let summary = format!(
                     "{} features, {} API keys",
                     registry.features().len(),
                     keys.len()
                 );
-                self.loaded.store(Arc::new(Loaded::new(registry, keys)));
+                let previous = self.loaded.load();
+                self.loaded
+                    .store(Arc::new(Loaded::new(registry, keys, Some(&previous))));
                 info!(summary = %summary, "spec reloaded");
                 Ok(summary)
             }
-            Err(reason) => {
-                warn!(reason = %reason, "reload rejected; the previous spec keeps serving");
-                Err(reason)
+            Err(failure) => {
+                warn!(reason = %failure.message, "reload rejected; the previous spec keeps serving");
+                Err(ReloadError::Invalid(failure))
             }
         }
     }
@@ -225,6 +293,7 @@ pub struct SharedBuilder {
     writer: WriterConfig,
     keys: ApiKeys,
     reloader: Option<Reloader>,
+    reload_interval: Duration,
 }
 
 impl std::fmt::Debug for SharedBuilder {
@@ -258,14 +327,22 @@ impl SharedBuilder {
         self
     }
 
+    /// The shortest time between two reloads.
+    pub fn reload_interval(mut self, interval: Duration) -> Self {
+        self.reload_interval = interval;
+        self
+    }
+
     /// The shared state; starts the write path on the current tokio runtime.
     pub fn build(self) -> Arc<Shared> {
         let metrics = Arc::new(Metrics::new(self.store.backend()));
         let ingest_budget = self.limits.max_ingest_bytes.min(Semaphore::MAX_PERMITS);
         let writer = WritePath::spawn(Arc::clone(&self.store), metrics.clone(), self.writer);
         Arc::new(Shared {
-            loaded: ArcSwap::from_pointee(Loaded::new(self.registry, self.keys)),
+            loaded: ArcSwap::from_pointee(Loaded::new(self.registry, self.keys, None)),
             reloader: self.reloader,
+            reloading: Mutex::new(None),
+            reload_interval: self.reload_interval,
             store: self.store,
             metrics,
             writer,

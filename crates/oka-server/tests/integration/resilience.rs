@@ -145,12 +145,13 @@ async fn reload_swaps_valid_specs_and_keeps_serving_on_invalid_ones() {
     let source = Arc::new(Mutex::new(SPEC.to_owned()));
     let reader = Arc::clone(&source);
     let f = fixture_custom(move |b| {
-        b.reloader(Box::new(move || {
-            let yaml = reader.lock().unwrap().clone();
-            oka_core::Registry::from_yaml("test.yaml", &yaml, &oka_core::NativeUdfs::new())
-                .map(|r| (Arc::new(r), ApiKeys::default()))
-                .map_err(|e| e.to_string())
-        }))
+        b.reload_interval(Duration::ZERO)
+            .reloader(Box::new(move || {
+                let yaml = reader.lock().unwrap().clone();
+                oka_core::Registry::from_yaml("test.yaml", &yaml, &oka_core::NativeUdfs::new())
+                    .map(|r| (Arc::new(r), ApiKeys::default()))
+                    .map_err(|e| oka_server::state::ReloadFailure::new(e.to_string()))
+            }))
     })
     .await;
     let value = |body: serde_json::Value| body["results"]["simple_feature"][0][0]["value"].clone();
@@ -314,4 +315,73 @@ fn pinned_worker_threads() -> Vec<(String, String)> {
         out.push((name, cpus));
     }
     out
+}
+
+#[tokio::test]
+async fn reload_needs_an_admin_key_once_one_is_configured_and_is_rate_limited() {
+    let keys = || ApiKeys::parse("reader-key-0123456789 read\nops-key-0123456789ab admin").unwrap();
+    let f = fixture_custom(|b| {
+        b.keys(keys()).reloader(Box::new(move || {
+            oka_core::Registry::from_yaml("test.yaml", SPEC, &oka_core::NativeUdfs::new())
+                .map(|r| (Arc::new(r), keys()))
+                .map_err(|e| oka_server::state::ReloadFailure::new(e.to_string()))
+        }))
+    })
+    .await;
+    let reload = |key: Option<&str>| {
+        let mut req = Request::post("/admin/reload");
+        if let Some(k) = key {
+            req = req.header("x-api-key", k);
+        }
+        req.body(Body::empty()).unwrap()
+    };
+    let (status, resp) = send(&f.admin, reload(None)).await;
+    assert_eq!(status, 401, "{}", body_text(resp).await);
+    let (status, _) = send(&f.admin, reload(Some("reader-key-0123456789"))).await;
+    assert_eq!(status, 403);
+    let (status, resp) = send(&f.admin, reload(Some("ops-key-0123456789ab"))).await;
+    assert_eq!(status, 200, "{}", body_text(resp).await);
+    // A second reload at once is refused with a time to retry.
+    let (status, resp) = send(&f.admin, reload(Some("ops-key-0123456789ab"))).await;
+    assert_eq!(status, 429);
+    assert!(resp.headers().get("retry-after").is_some());
+    assert_eq!(body_json(resp).await["error"]["code"], "too_many_reloads");
+    let (_, resp) = send(&f.admin, get("/metrics")).await;
+    let m = body_text(resp).await;
+    assert!(
+        m.contains("oka_admin_reloads_total{result=\"ok\"} 1"),
+        "{m}"
+    );
+    assert!(
+        m.contains("oka_admin_reloads_total{result=\"refused\"} 3"),
+        "{m}"
+    );
+}
+
+#[tokio::test]
+async fn per_feature_metrics_survive_a_reload() {
+    let f = fixture_custom(|b| {
+        b.reload_interval(Duration::ZERO).reloader(Box::new(|| {
+            oka_core::Registry::from_yaml("test.yaml", SPEC, &oka_core::NativeUdfs::new())
+                .map(|r| (Arc::new(r), ApiKeys::default()))
+                .map_err(|e| oka_server::state::ReloadFailure::new(e.to_string()))
+        }))
+    })
+    .await;
+    for _ in 0..3 {
+        let (status, _) = send(&f.app, post("/v1/features", SEED)).await;
+        assert_eq!(status, 200);
+    }
+    let series = "oka_udf_duration_seconds_count{feature=\"simple_feature\"} 3";
+    let (_, resp) = send(&f.admin, get("/metrics")).await;
+    assert!(body_text(resp).await.contains(series));
+    let (status, _) = send(
+        &f.admin,
+        Request::post("/admin/reload").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (_, resp) = send(&f.admin, get("/metrics")).await;
+    let m = body_text(resp).await;
+    assert!(m.contains(series), "{m}");
 }
