@@ -827,3 +827,163 @@ fn out_of_file_descriptors_the_server_answers_503_logs_and_recovers() {
         "{metrics}"
     );
 }
+
+/// Runs `oka ingest` of `file` into the seed spec's `test_feature` (in memory)
+/// with `--rejects`; returns (success, stdout, stderr, rejects file).
+fn ingest_file(file: &std::path::Path, extra: &[&str]) -> (bool, String, String, String) {
+    let spec = tmp_file("seed-spec.yaml", SEED_SPEC);
+    let rejects = file.with_extension("rejects");
+    let out = Command::new(OKA)
+        .args(["ingest", "--feature", "test_feature", "--spec"])
+        .arg(&spec)
+        .arg("--file")
+        .arg(file)
+        .arg("--rejects")
+        .arg(&rejects)
+        .args(extra)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        String::from_utf8_lossy(&std::fs::read(&rejects).unwrap_or_default()).into_owned(),
+    )
+}
+
+#[test]
+fn ingest_gives_each_hostile_line_its_fate_and_line_number() {
+    // (line, the record, its fate: "" written, else a fragment of the reason)
+    let jsonl: &[(&[u8], &str)] = &[
+        (br#"{"id":"a","value":1.0}"#, ""),
+        (b"", ""),
+        (br#"{"id":"b","value":NaN}"#, "not a JSON object"),
+        (b"{\"id\":\"\xff\",\"value\":2.0}", "not valid UTF-8"),
+        (
+            br#"{"id":"c","value":3.0,"timestamp":9e12}"#,
+            "outside the accepted range",
+        ),
+        (
+            br#"{"id":"d","value":4.0,"timestamp":"2999-01-01T00:00:00Z"}"#,
+            "in the future",
+        ),
+        (
+            br#"{"id":"e","value":5.0,"timestamp":-1}"#,
+            "outside the accepted range",
+        ),
+        (br#"{"id":"f","value":6.0,"timestamp":1744970400}"#, ""),
+        (br#"{"id":"g","val\u001b[31mue":7.0}"#, "has no field"),
+        (br#"{"id":"h","value":8.0}"#, ""),
+    ];
+    let mut text = Vec::new();
+    for (line, _) in jsonl {
+        text.extend_from_slice(line);
+        text.push(b'\n');
+    }
+    let file = std::env::temp_dir()
+        .join(format!("oka-cli-test-{}", std::process::id()))
+        .join("hostile.jsonl");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, &text).unwrap();
+    let (ok, stdout, stderr, rejects) = ingest_file(&file, &[]);
+    assert!(!ok, "exits non-zero when lines were rejected");
+    assert!(
+        stdout.contains("read 9 records; wrote 3 records"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("rejected 6"), "{stdout}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "escape sequences reach the terminal: {stderr}"
+    );
+    assert!(stderr.contains("\\u{1b}"), "{stderr}");
+    for (i, (line, fate)) in jsonl.iter().enumerate() {
+        let n = i + 1;
+        if fate.is_empty() {
+            assert!(
+                !stderr.contains(&format!("line {n}:")),
+                "line {n}: {stderr}"
+            );
+        } else {
+            let reported = stderr
+                .lines()
+                .find(|l| l.trim_start().starts_with(&format!("line {n}:")))
+                .unwrap_or_else(|| panic!("line {n} not reported: {stderr}"));
+            assert!(reported.contains(fate), "line {n}: {reported}");
+            assert!(
+                rejects.contains(&String::from_utf8_lossy(line).into_owned()) || !line.is_ascii(),
+                "line {n} not in the rejects file: {rejects}"
+            );
+        }
+    }
+
+    // CSV: quoting, an embedded newline, an unterminated quote, NaN, far times.
+    let csv = "id,value,timestamp\n\
+               a,1.0,2025-04-18T10:00:00Z\n\
+               \"multi\nline\",2.0,\n\
+               b,\"3.0,\n\
+               c,NaN,\n\
+               d,4.0,2999-01-01T00:00:00Z\n\
+               e,5.0,1969-12-31T23:59:59Z\n\
+               f,6.0,1744970400\n\
+               g,\"7,0\",\n\
+               h,8.0,\n";
+    let file = tmp_file("hostile.csv", csv);
+    let (ok, stdout, stderr, rejects) = ingest_file(&file, &[]);
+    assert!(!ok);
+    // Written: a (2), "multi\nline" (3–4), f (9), h (11).
+    assert!(
+        stdout.contains("read 9 records; wrote 4 records"),
+        "{stdout}"
+    );
+    for (n, fate) in [
+        (5, "unterminated quote"),
+        (6, "NaN and infinities"),
+        (7, "in the future"),
+        (8, "outside the accepted range"),
+        (10, "is not a number"),
+    ] {
+        let reported = stderr
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("line {n}:")))
+            .unwrap_or_else(|| panic!("line {n} not reported: {stderr}"));
+        assert!(reported.contains(fate), "line {n}: {reported}");
+    }
+    assert!(
+        rejects.starts_with("id,value,timestamp\nb,\"3.0,\nc,NaN,\n"),
+        "the rejects file is CSV with its header: {rejects}"
+    );
+
+    // Standard input needs a format, and then reads like a file.
+    let spec = tmp_file("seed-spec.yaml", SEED_SPEC);
+    let mut child = Command::new(OKA)
+        .args([
+            "ingest",
+            "--feature",
+            "test_feature",
+            "--format",
+            "jsonl",
+            "--file",
+            "-",
+            "--spec",
+        ])
+        .arg(&spec)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"id\":\"a\",\"value\":1}\n{\"id\":\"b\",\"value\":2}\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(
+        stdout.starts_with("standard input: read 2 records; wrote 2"),
+        "{stdout}"
+    );
+}

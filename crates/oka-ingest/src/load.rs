@@ -292,3 +292,139 @@ pub async fn load(
         None => Ok(summary),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use async_trait::async_trait;
+    use oka_core::{Feature, NativeUdfs, Query};
+    use oka_storage::{FeatureStore, MemoryStore, StoreErrorKind};
+
+    use super::*;
+    use crate::NoMetrics;
+    use crate::writer::WriterConfig;
+
+    /// Fails its write calls number `fail` (1-based) for good.
+    #[derive(Debug, Default)]
+    struct FailingCalls {
+        inner: MemoryStore,
+        calls: AtomicUsize,
+        fail: Vec<usize>,
+    }
+
+    #[async_trait]
+    impl FeatureStore for FailingCalls {
+        fn backend(&self) -> &'static str {
+            "failing"
+        }
+        async fn read(
+            &self,
+            f: &Feature,
+            k: &[EntityKey],
+            q: &Query,
+        ) -> Result<Vec<Vec<Row>>, StoreError> {
+            self.inner.read(f, k, q).await
+        }
+        async fn write(&self, f: &Feature, r: &[(EntityKey, Row)]) -> Result<(), StoreError> {
+            let call = self.calls.fetch_add(1, Ordering::SeqCst) + 1;
+            if self.fail.contains(&call) {
+                return Err(StoreError::new(StoreErrorKind::Internal, "disk full"));
+            }
+            self.inner.write(f, r).await
+        }
+        async fn health(&self) -> Result<(), StoreError> {
+            Ok(())
+        }
+    }
+
+    #[derive(Default)]
+    struct Events {
+        rejected: Vec<(u64, u64)>,
+        failed: Vec<(u64, u64, u64)>,
+        failed_raw: Vec<Vec<u8>>,
+    }
+
+    impl LoadEvents for Events {
+        fn rejected(&mut self, record: &Record) {
+            self.rejected.push((record.first_line, record.last_line));
+        }
+        fn failed(&mut self, batch: &Sent, _: &StoreError) {
+            self.failed
+                .push((batch.first_line, batch.last_line, batch.rows));
+            self.failed_raw.extend(batch.raw.iter().cloned());
+        }
+    }
+
+    #[tokio::test]
+    async fn failed_batches_are_reported_by_line_range_with_their_text() {
+        let yaml = "version: 1\nentities:\n  E: {keys: {id: string}, timestamp: ts, fields: {v: float}}\nfeatures:\n  p: {kind: pipeline, entity: E}\n";
+        let registry = Arc::new(Registry::from_yaml("t", yaml, &NativeUdfs::new()).unwrap());
+        let input: String = (1..=500)
+            .map(|i| {
+                if i == 150 {
+                    "not json\n".to_owned()
+                } else {
+                    format!("{{\"id\":\"k{i}\",\"v\":{i}}}\n")
+                }
+            })
+            .collect();
+        let store = Arc::new(FailingCalls {
+            fail: vec![2, 3],
+            ..FailingCalls::default()
+        });
+        let writer = WritePath::spawn(
+            store.clone(),
+            Arc::new(NoMetrics),
+            WriterConfig {
+                batch_size: 100,
+                flush: Duration::from_millis(1),
+                ..WriterConfig::default()
+            },
+        );
+        let options = ReadOptions {
+            format: Format::JsonLines,
+            now: Timestamp::now(),
+            bounds: TimeBounds::default(),
+            limits: ReaderLimits::default(),
+            batch_size: 100,
+            keep_raw: true,
+        };
+        let reading = read(Box::new(std::io::Cursor::new(input)), &registry, 0, options).unwrap();
+        let mut events = Events::default();
+        let summary = load(reading, &writer, &registry, 0, 1, &mut events)
+            .await
+            .unwrap();
+        assert_eq!(
+            (
+                summary.read,
+                summary.written,
+                summary.rejected,
+                summary.failed
+            ),
+            (500, 299, 1, 200)
+        );
+        assert!(!summary.complete());
+        assert_eq!(summary.failed_lines, [(101, 301)]);
+        assert_eq!(
+            summary.failure.as_deref(),
+            Some("the store call failed: disk full")
+        );
+        assert_eq!(events.rejected, [(150, 150)]);
+        assert_eq!(events.failed, [(101, 201, 100), (202, 301, 100)]);
+        assert_eq!(events.failed_raw.len(), 200);
+        assert_eq!(events.failed_raw[0], b"{\"id\":\"k101\",\"v\":101}");
+        // What was written is in the store; what failed is not.
+        let keys: Vec<EntityKey> = ["k1", "k101", "k302", "k500"]
+            .iter()
+            .map(|k| EntityKey::encode(&[oka_core::Value::from(*k)]))
+            .collect();
+        let got = store
+            .inner
+            .read(registry.feature(0), &keys, &Query::Latest)
+            .await
+            .unwrap();
+        assert_eq!(got.iter().map(Vec::len).collect::<Vec<_>>(), [1, 0, 1, 1]);
+    }
+}

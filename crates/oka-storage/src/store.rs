@@ -23,6 +23,17 @@ pub enum StoreErrorKind {
 }
 
 impl StoreErrorKind {
+    /// What happened, in words (`the store …`).
+    pub fn describe(self) -> &'static str {
+        match self {
+            Self::Timeout => "the store did not answer in time",
+            Self::Unavailable => "the store is unavailable",
+            Self::NotFound => "the store is missing data it needs",
+            Self::Corrupt => "the store holds data that cannot be decoded",
+            Self::Internal => "the store call failed",
+        }
+    }
+
     /// Whether retrying the same call may succeed.
     pub fn is_transient(self) -> bool {
         matches!(self, Self::Timeout | Self::Unavailable)
@@ -31,7 +42,7 @@ impl StoreErrorKind {
 
 /// A failed store call.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("{kind:?}: {message}")]
+#[error("{}: {message}", kind.describe())]
 pub struct StoreError {
     /// The kind.
     pub kind: StoreErrorKind,
