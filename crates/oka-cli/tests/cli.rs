@@ -987,3 +987,122 @@ fn ingest_gives_each_hostile_line_its_fate_and_line_number() {
         "{stdout}"
     );
 }
+
+/// `VmHWM` (peak resident set) of process `pid`, in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Peak RSS bound for ingest, documented in docs/operations.md ("Memory").
+const INGEST_PEAK_RSS_KIB: u64 = 256 * 1024;
+
+#[test]
+fn concurrent_4_mib_ingest_bodies_of_tiny_records_hold_bounded_memory() {
+    let Oka { server, addr, .. } = start_oka(&["--demo", "--workers", "2"], None);
+    // Just under 4 MiB each: ~170k records of ~24 bytes, on 1000 keys (so the
+    // in-memory store itself stays small: same key, same event time = one record).
+    let mut body = String::from(r#"{"feature":"test_feature","records":["#);
+    let mut n = 0;
+    while body.len() < 4 * 1024 * 1024 - 64 {
+        if n > 0 {
+            body.push(',');
+        }
+        body.push_str(&format!(r#"{{"id":"k{}","value":{n}}}"#, n % 1000));
+        n += 1;
+    }
+    body.push_str("]}");
+    let body = std::sync::Arc::new(body);
+    let posts: Vec<_> = (0..16)
+        .map(|_| {
+            let body = std::sync::Arc::clone(&body);
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+                write!(
+                    s,
+                    "POST /v1/ingest HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .unwrap();
+                let mut out = String::new();
+                s.read_to_string(&mut out).ok()?;
+                let status: u16 = out.get(9..12)?.parse().ok()?;
+                Some((status, out.split_once("\r\n\r\n")?.1.to_owned()))
+            })
+        })
+        .collect();
+    for p in posts {
+        let (status, answer) = p.join().unwrap().expect("an answer");
+        assert_eq!(status, 200, "{answer}");
+        let v: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(v["written"], n, "{answer}");
+    }
+    let peak = peak_rss_kib(server.0.id());
+    eprintln!(
+        "16 concurrent ingest bodies of {n} records: peak RSS {} MiB",
+        peak / 1024
+    );
+    assert!(
+        peak < INGEST_PEAK_RSS_KIB,
+        "peak RSS {} MiB, bound {} MiB",
+        peak / 1024,
+        INGEST_PEAK_RSS_KIB / 1024
+    );
+}
+
+#[test]
+fn oka_ingest_streams_a_file_larger_than_its_memory() {
+    // ~70 MB of JSON Lines on 1000 keys (the in-memory store stays small).
+    let path = std::env::temp_dir()
+        .join(format!("oka-cli-test-{}", std::process::id()))
+        .join("large.jsonl");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        for i in 0..2_300_000u64 {
+            writeln!(out, r#"{{"id":"k{}","value":{i}.5}}"#, i % 1000).unwrap();
+        }
+    }
+    let size_kib = std::fs::metadata(&path).unwrap().len() / 1024;
+    let spec = tmp_file("seed-spec.yaml", SEED_SPEC);
+    // The child's peak RSS, from getrusage, by a wrapper that waits for it.
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import resource, subprocess, sys\nr = subprocess.run(sys.argv[1:])\nprint(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\nsys.exit(r.returncode)",
+            OKA,
+            "ingest",
+            "--feature",
+            "test_feature",
+            "--spec",
+        ])
+        .arg(&spec)
+        .arg("--file")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("wrote 2300000 records"), "{stdout}");
+    let peak: u64 = stdout.lines().last().unwrap().trim().parse().unwrap();
+    eprintln!(
+        "oka ingest of {} MiB: peak RSS {} MiB",
+        size_kib / 1024,
+        peak / 1024
+    );
+    assert!(peak < INGEST_PEAK_RSS_KIB, "peak RSS {} MiB", peak / 1024);
+    assert!(
+        peak < size_kib,
+        "peak RSS {peak} KiB is not below the input's {size_kib} KiB"
+    );
+    let _ = std::fs::remove_file(&path);
+}

@@ -1,9 +1,10 @@
 //! The body of `POST /v1/ingest`: `{"feature": …, "records": [{…}, …]}`.
 //!
-//! The body is checked as JSON once, keeping each record as a borrowed slice of
-//! the body (16 bytes a record, no copy, no tree); records are then parsed into
-//! rows a batch at a time and each batch is written before the next is parsed, so
-//! a request holds its body plus one batch of rows, whatever its record count.
+//! The body is checked as JSON once, keeping `records` as one borrowed slice of
+//! the body (no copy, no tree); its records are then taken from that slice one by
+//! one, parsed into rows a batch at a time, and each batch is written before the
+//! next is parsed, so a request holds its body plus one batch of rows, whatever
+//! its record count.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -25,7 +26,50 @@ struct RawBody<'a> {
     #[serde(borrow)]
     feature: Cow<'a, str>,
     #[serde(borrow)]
-    records: Vec<&'a RawValue>,
+    records: &'a RawValue,
+}
+
+/// The elements of a JSON array's text, already checked to be valid JSON, as
+/// borrowed slices, in order.
+struct Elements<'a> {
+    /// What follows the `[` or the last element.
+    rest: &'a str,
+    first: bool,
+}
+
+impl<'a> Elements<'a> {
+    /// The elements of `array`; `None` if it is not an array.
+    fn of(array: &'a str) -> Option<Self> {
+        let rest = array.trim_start().strip_prefix('[')?;
+        Some(Self { rest, first: true })
+    }
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = Result<&'a str, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut rest = self.rest.trim_start();
+        if rest.starts_with(']') {
+            return None;
+        }
+        if !self.first {
+            rest = match rest.strip_prefix(',') {
+                Some(r) => r.trim_start(),
+                None => return Some(Err("expected `,` or `]` in `records`".to_owned())),
+            };
+        }
+        self.first = false;
+        let mut de = serde_json::Deserializer::from_str(rest);
+        let value = match <&RawValue>::deserialize(&mut de) {
+            Ok(v) => v.get(),
+            Err(e) => return Some(Err(e.to_string())),
+        };
+        // `value` is a slice of `rest`: continue after it.
+        let end = value.as_ptr() as usize - rest.as_ptr() as usize + value.len();
+        self.rest = rest.get(end..).unwrap_or_default();
+        Some(Ok(value))
+    }
 }
 
 /// Why a body was not ingested.
@@ -46,16 +90,12 @@ pub enum BodyError {
     NotPipeline(String),
     /// The store failed a batch after the writer's retries; the batches before it
     /// were written.
-    #[error(
-        "the feature store failed after {written} of the body's {records} records were written: {error}"
-    )]
+    #[error("the feature store failed after {written} records were written: {error}")]
     Store {
         /// The store's error.
         error: StoreError,
         /// Records written before the failure.
         written: usize,
-        /// Records in the body.
-        records: usize,
     },
 }
 
@@ -104,39 +144,48 @@ pub async fn ingest(
     if !feature.is_pipeline() {
         return Err(BodyError::NotPipeline(feature.name.to_string()));
     }
+    let mut records = Elements::of(raw.records.get())
+        .ok_or_else(|| BodyError::Malformed("`records` must be a list of objects".to_owned()))?;
     let parser = RecordParser::new(&feature.entity, now, bounds);
     let mut summary = BodySummary {
         written: 0,
         rejected: 0,
         errors: Vec::new(),
     };
-    for (chunk_index, chunk) in raw.records.chunks(batch_size.max(1)).enumerate() {
-        let mut rows = Vec::with_capacity(chunk.len());
-        for (i, record) in chunk.iter().enumerate() {
-            match parser.parse_json(record.get().as_bytes()) {
+    let batch_size = batch_size.max(1);
+    let mut index = 0;
+    loop {
+        let mut rows = Vec::with_capacity(batch_size);
+        let mut taken = 0;
+        for record in records.by_ref().take(batch_size) {
+            taken += 1;
+            let record = record.map_err(BodyError::Malformed)?;
+            match parser.parse_json(record.as_bytes()) {
                 Ok(row) => rows.push(row),
                 Err(message) => {
                     summary.rejected += 1;
                     if summary.errors.len() < MAX_REPORTED {
-                        summary.errors.push(Rejection {
-                            index: chunk_index * batch_size.max(1) + i,
-                            message,
-                        });
+                        summary.errors.push(Rejection { index, message });
                     }
                 }
             }
+            index += 1;
+        }
+        if taken == 0 {
+            return Ok(summary);
         }
         let n = rows.len();
         if let Err(error) = writer.write(registry, id, rows).await {
             return Err(BodyError::Store {
                 error,
                 written: summary.written,
-                records: raw.records.len(),
             });
         }
         summary.written += n;
+        if taken < batch_size {
+            return Ok(summary);
+        }
     }
-    Ok(summary)
 }
 
 #[cfg(test)]
@@ -195,6 +244,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn records_are_taken_one_by_one_whatever_the_spacing() {
+        let store = Arc::new(MemoryStore::default());
+        let writer = WritePath::spawn(store, Arc::new(NoMetrics), WriterConfig::default());
+        let r = registry();
+        for (body, written) in [
+            (r#"{"records":[],"feature":"p"}"#, 0),
+            (r#"{"feature":"p","records":[ ]}"#, 0),
+            (
+                "{\"feature\":\"p\",\"records\":[ {\"id\":\"a\"} ,\n{\"id\":\"b\",\"v\":[1,2]} ]}",
+                1,
+            ),
+            (
+                r#"{"feature":"p","records":[{"id":"a"},{"id":"b"},{"id":"c"},{"id":"d"}]}"#,
+                4,
+            ),
+            (
+                r#"{"feature":"p","records":[{"id":"a"},{"id":"b"},{"id":"c"},{"id":"d"},{"id":"e"}]}"#,
+                5,
+            ),
+        ] {
+            let s = ingest(
+                body.as_bytes(),
+                &r,
+                &writer,
+                Timestamp::now(),
+                &TimeBounds::default(),
+                2,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{body}: {e}"));
+            assert_eq!(s.written, written, "{body}");
+        }
+    }
+
+    #[tokio::test]
     async fn shape_errors_write_nothing() {
         let store = Arc::new(MemoryStore::default());
         let writer = WritePath::spawn(store, Arc::new(NoMetrics), WriterConfig::default());
@@ -223,6 +307,10 @@ mod tests {
         ));
         assert!(matches!(
             run(r#"{"feature":"p","records":[{"id":"a"}, {"id": ]}"#).await,
+            Err(BodyError::Malformed(_))
+        ));
+        assert!(matches!(
+            run(r#"{"feature":"p","records":"x"}"#).await,
             Err(BodyError::Malformed(_))
         ));
         assert!(matches!(

@@ -31,12 +31,8 @@ pub async fn ingest(shared: &Shared, body: &[u8]) -> Result<Vec<u8>, ApiError> {
         BodyError::UnknownField(_) => ApiError::new(ErrorCode::UnknownField, e.to_string()),
         BodyError::UnknownFeature(_) => ApiError::new(ErrorCode::UnknownFeature, e.to_string()),
         BodyError::NotPipeline(_) => ApiError::new(ErrorCode::InvalidRequest, e.to_string()),
-        BodyError::Store {
-            error,
-            written,
-            records,
-        } => {
-            tracing::warn!(kind = ?error.kind, error = %error.message, written, records, "ingest body failed in the store");
+        BodyError::Store { error, written } => {
+            tracing::warn!(kind = ?error.kind, error = %error.message, written, "ingest body failed in the store");
             let (code, what) = match error.kind {
                 StoreErrorKind::Timeout => (ErrorCode::StoreTimeout, "did not answer in time"),
                 StoreErrorKind::Unavailable => (ErrorCode::StoreUnavailable, "is unavailable"),
@@ -45,7 +41,7 @@ pub async fn ingest(shared: &Shared, body: &[u8]) -> Result<Vec<u8>, ApiError> {
             ApiError::new(
                 code,
                 format!(
-                    "the feature store {what}; {written} of the body's {records} records were written before it failed; send the body again (a record written twice is stored once)"
+                    "the feature store {what}; {written} records of the body were written before it failed; send the body again (a record written twice is stored once)"
                 ),
             )
         }

@@ -129,7 +129,9 @@ async fn read_body(
     // Without a declared length the budget is taken as the bytes arrive.
     let per_frame = if declared.is_none() { budget } else { None };
     let bytes = {
-        let mut read = std::pin::pin!(collect(state, body, limit, per_frame, &mut held));
+        // A declared length is at most `limit` here: room for all of it at once.
+        let capacity = declared.map_or(0, |n| n as usize);
+        let mut read = std::pin::pin!(collect(state, body, limit, capacity, per_frame, &mut held));
         // Most bodies arrive with their head: no timer for them.
         match futures::poll!(read.as_mut()) {
             Poll::Ready(bytes) => bytes?,
@@ -170,11 +172,14 @@ async fn read_body(
 }
 
 /// Collects a body's data frames, refusing it past `limit` bytes (and, with
-/// `budget`, when the ingest budget cannot cover the next frame).
+/// `budget`, when the ingest budget cannot cover the next frame). A body of
+/// several frames is copied once into a buffer of `capacity` (its declared
+/// length), not grown by doubling.
 async fn collect(
     state: &AppState,
     mut body: Body,
     limit: usize,
+    capacity: usize,
     budget: Option<&Arc<Semaphore>>,
     held: &mut Option<OwnedSemaphorePermit>,
 ) -> Result<Bytes, ApiError> {
@@ -207,6 +212,7 @@ async fn collect(
             None if rest.is_empty() => first = Some(data),
             _ => {
                 if let Some(f) = first.take() {
+                    rest.reserve_exact(capacity.max(f.len() + data.len()));
                     rest.extend_from_slice(&f);
                 }
                 rest.extend_from_slice(&data);
