@@ -246,6 +246,12 @@ impl RowBuilder<'_> {
             expected: "the field's type",
             got: format!("{v:?}"),
         })?;
+        if !timestamps_in_range(&value) {
+            return Err(UdfError::Failed(format!(
+                "`{}`: a timestamp outside the years 0000–9999 (RFC 3339 cannot write it)",
+                column.name
+            )));
+        }
         if i == self.entity.timestamp_index
             && let Value::Timestamp(t) = value
         {
@@ -258,6 +264,15 @@ impl RowBuilder<'_> {
     /// The finished row.
     pub fn build(self) -> Row {
         Row::new(self.event_time, self.columns)
+    }
+}
+
+/// Whether every timestamp in `value` is one RFC 3339 can write.
+fn timestamps_in_range(value: &Value) -> bool {
+    match value {
+        Value::Timestamp(t) => t.is_rfc3339(),
+        Value::List(items) => items.iter().all(timestamps_in_range),
+        _ => true,
     }
 }
 

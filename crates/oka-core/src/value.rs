@@ -85,6 +85,18 @@ impl Timestamp {
         out.extend_from_slice(&buf);
     }
 
+    /// The earliest instant RFC 3339 can write: 0000-01-01T00:00:00Z.
+    pub const RFC3339_MIN: Self = Self(-62_167_219_200_000_000);
+    /// The latest instant RFC 3339 can write: 9999-12-31T23:59:59.999999Z.
+    pub const RFC3339_MAX: Self = Self(253_402_300_799_999_999);
+
+    /// Whether RFC 3339 can write this instant (years 0000 to 9999). Answers
+    /// carry only such instants: others are written as `null`, and UDF outputs
+    /// outside the range are errors.
+    pub fn is_rfc3339(self) -> bool {
+        (Self::RFC3339_MIN..=Self::RFC3339_MAX).contains(&self)
+    }
+
     /// Shifted by a number of microseconds, saturating.
     pub fn saturating_sub_micros(self, micros: i64) -> Self {
         Self(self.0.saturating_sub(micros))
@@ -283,7 +295,8 @@ impl Value {
         matches!(self, Self::Null)
     }
 
-    /// The value as JSON. Non-finite floats become `null` (JSON has no NaN).
+    /// The value as JSON. Non-finite floats become `null` (JSON has no NaN), and so
+    /// do timestamps RFC 3339 cannot write.
     pub fn to_json(&self) -> serde_json::Value {
         use serde_json::Value as J;
         match self {
@@ -292,7 +305,8 @@ impl Value {
             Self::Int(i) => J::from(*i),
             Self::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
             Self::String(s) => J::String(s.to_string()),
-            Self::Timestamp(t) => J::String(t.to_rfc3339()),
+            Self::Timestamp(t) if t.is_rfc3339() => J::String(t.to_rfc3339()),
+            Self::Timestamp(_) => J::Null,
             Self::List(items) => J::Array(items.iter().map(Self::to_json).collect()),
         }
     }
@@ -311,11 +325,14 @@ impl Value {
             }
             Self::Float(_) => out.extend_from_slice(b"null"),
             Self::String(s) => write_json_str(out, s),
-            Self::Timestamp(t) => {
+            Self::Timestamp(t) if t.is_rfc3339() => {
                 out.push(b'"');
                 t.write_rfc3339(out);
                 out.push(b'"');
             }
+            // Beyond year 9999 or before year 0 (data from before ingest was
+            // bounded): not a timestamp a client can parse.
+            Self::Timestamp(_) => out.extend_from_slice(b"null"),
             Self::List(items) => {
                 out.push(b'[');
                 for (i, v) in items.iter().enumerate() {
@@ -443,6 +460,32 @@ impl Row {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn timestamps_rfc3339_cannot_write_are_null_in_answers() {
+        let json = |t: Timestamp| {
+            let mut out = Vec::new();
+            Value::Timestamp(t).write_json(&mut out);
+            (
+                String::from_utf8(out).unwrap(),
+                Value::Timestamp(t).to_json().to_string(),
+            )
+        };
+        let max = json(Timestamp::RFC3339_MAX);
+        assert_eq!(max.0, "\"9999-12-31T23:59:59.999999+00:00\"");
+        assert_eq!(max.0, max.1);
+        let min = json(Timestamp::RFC3339_MIN);
+        assert_eq!(min.0, "\"0000-01-01T00:00:00.000000+00:00\"");
+        for t in [
+            Timestamp(Timestamp::RFC3339_MAX.0 + 1),
+            Timestamp(Timestamp::RFC3339_MIN.0 - 1),
+            Timestamp(9_000_000_000_000_000_000),
+            Timestamp(i64::MIN),
+        ] {
+            assert_eq!(json(t), ("null".to_owned(), "null".to_owned()), "{t:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -10,6 +10,7 @@ use oka_core::spec::MockSourceSpec;
 use oka_core::{EntityKey, FeatureId, Registry, Row, Timestamp, Value, cel_udf};
 use tracing::{info, warn};
 
+use crate::record::{RecordParser, TimeBounds};
 use crate::writer::WritePath;
 
 /// Rows per job handed to the write path.
@@ -59,10 +60,15 @@ impl MockSource {
         let entity = &feature.entity;
         let mut out = Vec::new();
         if let Some(items) = &self.spec.items {
-            for item in items {
-                let obj: serde_json::Map<String, serde_json::Value> =
-                    item.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-                out.push(entity.row_from_json(&obj, now)?);
+            // Items go through the same parser and time bounds as ingested records.
+            let parser = RecordParser::new(entity, now, &TimeBounds::default());
+            for (i, item) in items.iter().enumerate() {
+                let text = serde_json::to_vec(item).map_err(|e| format!("item {i}: {e}"))?;
+                out.push(
+                    parser
+                        .parse_json(&text)
+                        .map_err(|e| format!("item {i}: {e}"))?,
+                );
             }
         } else if let Some(generate) = &self.spec.generate {
             let env = registry.cel_env();

@@ -237,3 +237,18 @@ fn a_passed_deadline_stops_the_udfs() {
     assert!(!out.expired);
     assert!(matches!(out.results[0][0], Outcome::Present(_)));
 }
+
+#[test]
+fn a_udf_timestamp_rfc3339_cannot_write_is_an_error_not_a_bare_number() {
+    let r = registry();
+    let mut d = Data::default();
+    d.put("test_feature", "a", 1_000, 1.0);
+    // now + 10,000 years is past 9999-12-31.
+    let out = run(
+        &r,
+        &d,
+        json!({"target_features": ["far_future_feature"], "keys": [{"id": "a"}]}),
+        1_764_000_000_000_000,
+    );
+    assert_eq!(out["far_future_feature"][0], Outcome::Error);
+}

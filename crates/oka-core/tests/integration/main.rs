@@ -40,6 +40,12 @@ features:
     dependencies: [test_feature]
     udf:
       expr: {value: "test_feature.value + 100.0"}
+  far_future_feature:
+    kind: on_demand
+    entity: TestEntity
+    dependencies: [test_feature]
+    udf:
+      expr: {value: "test_feature.value", timestamp: "now + duration('315576000000s')"}
   chained_feature:
     kind: on_demand
     entity: TestEntity

@@ -425,3 +425,62 @@ async fn shutdown_with_pipelined_requests_answers_the_one_served_and_reports_the
         assert!(report.clean(), "{report}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingest_bodies_beyond_the_ingest_budget_get_503_with_retry_after() {
+    let _one_at_a_time = super::WORKER_THREADS.lock().await;
+    let (f, running) = server(
+        Limits {
+            max_ingest_bytes: 1000,
+            ..Limits::default()
+        },
+        |_| {},
+    )
+    .await;
+    let addr = running.addr;
+    tokio::task::spawn_blocking(move || {
+        let ingest_head = |len: usize| {
+            format!("POST /v1/ingest HTTP/1.1\r\nhost: t\r\ncontent-length: {len}\r\n\r\n")
+        };
+        // A 700-byte upload in progress holds 700 bytes of the budget…
+        let mut slow = connect(addr);
+        slow.write_all(ingest_head(700).as_bytes()).unwrap();
+        slow.write_all(b"{\"feature\": \"test_feature\", ").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+        // …so another 700 bytes do not fit, and are refused before being read.
+        let mut s = connect(addr);
+        s.write_all(ingest_head(700).as_bytes()).unwrap();
+        let a = read_answer(&mut s).unwrap();
+        assert_eq!(a.status, 503, "{a:?}");
+        assert!(a.head.contains("retry-after: 1"), "{a:?}");
+        assert!(a.body.contains("ingest budget"), "{a:?}");
+        // A body that fits is served; the budget is whole again once bodies finish.
+        let small = r#"{"feature": "test_feature", "records": [{"id": "b1", "value": 1.0}]}"#;
+        let mut s = connect(addr);
+        s.write_all(ingest_head(small.len()).as_bytes()).unwrap();
+        s.write_all(small.as_bytes()).unwrap();
+        let a = read_answer(&mut s).unwrap();
+        assert_eq!(a.status, 200, "{a:?}");
+        assert!(a.body.contains("\"written\":1"), "{a:?}");
+        drop(slow);
+        std::thread::sleep(Duration::from_millis(100));
+        let mut s = connect(addr);
+        let big = format!(
+            r#"{{"feature": "test_feature", "records": [{}]}}"#,
+            vec![r#"{"id": "b2", "value": 2.0}"#; 25].join(",")
+        );
+        assert!(big.len() > 700 && big.len() < 1000);
+        s.write_all(ingest_head(big.len()).as_bytes()).unwrap();
+        s.write_all(big.as_bytes()).unwrap();
+        let a = read_answer(&mut s).unwrap();
+        assert_eq!(a.status, 200, "{a:?}");
+    })
+    .await
+    .unwrap();
+    let m = metrics(&f).await;
+    assert!(
+        m.contains("oka_http_refused_total{reason=\"ingest_budget\"} 1"),
+        "{m}"
+    );
+    assert!(stop(running).await.clean());
+}
