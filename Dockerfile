@@ -42,6 +42,10 @@ COPY --from=build /usr/local/bin/oka /usr/local/bin/oka
 COPY examples/seed/spec.yaml /etc/oka/seed-spec.yaml
 USER 10001:10001
 # 1122: feature requests; 9122: admin (/healthz, /readyz, /metrics, /stats, /admin/reload).
+# Oka's admin port defaults to loopback; in a container it must listen on the container's
+# own addresses to be published or probed. Guard it with the network (and an `admin`
+# API key for reload); set OKA_ADMIN_LISTEN=127.0.0.1:9122 to keep it inside.
+ENV OKA_ADMIN_LISTEN=0.0.0.0:9122
 EXPOSE 1122 9122
 # Liveness on the admin port, whatever port OKA_ADMIN_LISTEN picks (default 9122).
 # Kubernetes ignores HEALTHCHECK and uses the chart's probes instead.

@@ -586,6 +586,13 @@ def assert_dockerfile():
     assert by["ENTRYPOINT"].json and list(by["ENTRYPOINT"].value) == ["oka"], by["ENTRYPOINT"].value
     assert set(by["EXPOSE"].value) == {"1122", "9122"}
     assert by["HEALTHCHECK"].value[0] == "CMD" and "/healthz" in by["HEALTHCHECK"].value[1]
+    # Oka's admin port defaults to loopback; the image must open it to the container's
+    # addresses, or published ports and probes cannot reach it.
+    env = {}
+    for c in runtime:
+        if c.cmd == "ENV":
+            env.update(zip(c.value[::2], c.value[1::2]))
+    assert env.get("OKA_ADMIN_LISTEN", "").startswith("0.0.0.0:"), f"image ENV {env}: OKA_ADMIN_LISTEN must be 0.0.0.0:<port>"
     assert any(c.cmd == "COPY" and "--from=build" in c.flags for c in runtime), "the binary is not copied from the build stage"
     # Every COPY source outside the build stage exists and is not excluded by .dockerignore.
     ignore = [x.strip() for x in open(os.path.join(ROOT, ".dockerignore")) if x.strip() and not x.startswith("#")]
