@@ -243,8 +243,7 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
         }
         Command::Validate { spec } => {
             let origin = spec.display().to_string();
-            let yaml =
-                std::fs::read_to_string(&spec).with_context(|| format!("reading {origin}"))?;
+            let yaml = std::fs::read_to_string(&spec).map_err(|e| read_error(&origin, &e))?;
             match Registry::from_yaml(&origin, &yaml, &natives) {
                 Ok(r) => {
                     let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
@@ -272,8 +271,7 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
         }) => {
             init_logs(LogFormat::Text);
             let origin = spec.display().to_string();
-            let yaml =
-                std::fs::read_to_string(&spec).with_context(|| format!("reading {origin}"))?;
+            let yaml = std::fs::read_to_string(&spec).map_err(|e| read_error(&origin, &e))?;
             let registry = Registry::from_yaml(&origin, &yaml, &natives)
                 .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?;
             if oka_ingest::source::MockSource::all(&registry).is_empty() {
@@ -316,6 +314,14 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             })
         }
     }
+}
+
+/// `reading the spec PATH: <reason in words>`.
+fn read_error(origin: &str, e: &std::io::Error) -> anyhow::Error {
+    anyhow::anyhow!(
+        "reading the spec {origin}: {}",
+        oka_server::error::io_reason(e)
+    )
 }
 
 fn init_logs(format: LogFormat) {
@@ -480,8 +486,14 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             max_connections: args.max_connections.max(1),
             ..ServerConfig::new(args.listen, args.admin_listen)
         };
-        let running = oka_server::runtime::start(&config, Arc::clone(&shared))
-            .with_context(|| format!("binding {} and {}", config.listen, config.admin_listen))?;
+        let running = oka_server::runtime::start(&config, Arc::clone(&shared)).map_err(|e| {
+            anyhow::anyhow!(
+                "binding {} and {}: {}",
+                config.listen,
+                config.admin_listen,
+                oka_server::error::io_reason(&e)
+            )
+        })?;
         reload_on_sighup(Arc::clone(&shared));
         shutdown_signal().await;
         info!(grace_s = args.shutdown_grace_s, "shutting down");

@@ -447,9 +447,15 @@ async fn reload(State(state): State<AppState>, headers: HeaderMap) -> Response {
             .reload(crate::metrics::ReloadResult::Refused);
         return e.into_response();
     }
-    let shared = state.shared.clone();
-    // Loading and validating a spec is CPU work off the serving workers' hot path.
-    let result = tokio::task::spawn_blocking(move || shared.reload()).await;
+    // Refused at once, without a thread, while a reload runs or is too recent.
+    let result = match state.shared.reload_allowed() {
+        Err(refused) => Ok(Err(refused)),
+        Ok(()) => {
+            let shared = state.shared.clone();
+            // Loading and validating a spec is CPU work off the serving workers' hot path.
+            tokio::task::spawn_blocking(move || shared.reload()).await
+        }
+    };
     match result {
         Ok(Ok(summary)) => {
             json_response(serde_json::json!({"reloaded": true, "summary": summary}).to_string())

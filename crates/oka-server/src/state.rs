@@ -217,6 +217,36 @@ impl Shared {
         result
     }
 
+    /// Whether a reload would run now, without running one: a cheap check that
+    /// answers a flood of reload requests without starting work for each. A refusal
+    /// is counted.
+    pub fn reload_allowed(&self) -> Result<(), ReloadError> {
+        let allowed = match self.reloading.try_lock() {
+            Ok(last) => self.reload_wait(*last),
+            Err(_) => Err(ReloadError::Busy),
+        };
+        if let Err(e) = &allowed
+            && *e != ReloadError::Unsupported
+        {
+            self.metrics.reload(ReloadResult::Refused);
+        }
+        allowed
+    }
+
+    /// `TooSoon` while the last reload (finished at `last`) is within the interval.
+    fn reload_wait(&self, last: Option<Instant>) -> Result<(), ReloadError> {
+        if self.reloader.is_none() {
+            return Err(ReloadError::Unsupported);
+        }
+        match last
+            .map(|t| self.reload_interval.saturating_sub(t.elapsed()))
+            .filter(|w| !w.is_zero())
+        {
+            Some(wait) => Err(ReloadError::TooSoon(wait)),
+            None => Ok(()),
+        }
+    }
+
     fn try_reload(&self) -> Result<String, ReloadError> {
         let Some(reloader) = &self.reloader else {
             return Err(ReloadError::Unsupported);
@@ -224,12 +254,7 @@ impl Shared {
         let Ok(mut last) = self.reloading.try_lock() else {
             return Err(ReloadError::Busy);
         };
-        if let Some(wait) = last
-            .map(|t| self.reload_interval.saturating_sub(t.elapsed()))
-            .filter(|w| !w.is_zero())
-        {
-            return Err(ReloadError::TooSoon(wait));
-        }
+        self.reload_wait(*last)?;
         let result = reloader();
         *last = Some(Instant::now());
         match result {

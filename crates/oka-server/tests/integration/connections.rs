@@ -474,12 +474,25 @@ async fn ingest_bodies_beyond_the_ingest_budget_get_503_with_retry_after() {
         s.write_all(big.as_bytes()).unwrap();
         let a = read_answer(&mut s).unwrap();
         assert_eq!(a.status, 200, "{a:?}");
+        // Without a declared length the budget is taken as the chunks arrive.
+        let mut s = connect(addr);
+        s.write_all(b"POST /v1/ingest HTTP/1.1\r\nhost: t\r\ntransfer-encoding: chunked\r\n\r\n")
+            .unwrap();
+        for _ in 0..3 {
+            let chunk = " ".repeat(500);
+            let _ = write!(s, "{:x}\r\n{chunk}\r\n", chunk.len());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = s.write_all(b"0\r\n\r\n");
+        let a = read_answer(&mut s).unwrap();
+        assert_eq!(a.status, 503, "{a:?}");
+        assert!(a.body.contains("ingest budget"), "{a:?}");
     })
     .await
     .unwrap();
     let m = metrics(&f).await;
     assert!(
-        m.contains("oka_http_refused_total{reason=\"ingest_budget\"} 1"),
+        m.contains("oka_http_refused_total{reason=\"ingest_budget\"} 2"),
         "{m}"
     );
     assert!(stop(running).await.clean());
