@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use oka_core::execute::run_group;
+use oka_core::execute::{Fetched, execute};
 use oka_core::{FeatureRequest, Row, Timestamp, Value};
 use std::hint::black_box;
 
@@ -36,33 +36,23 @@ fn udfs(c: &mut Criterion) {
         let req: FeatureRequest =
             serde_json::from_slice(&oka_benches::request(target, keys)).unwrap();
         let prepared = r.prepare(&req, Timestamp(0)).unwrap();
-        let group = &prepared.groups[0];
-        let fetched: Vec<Vec<Vec<Row>>> = vec![
-            (0..keys)
-                .map(|i| {
-                    let ts = Timestamp(1);
-                    vec![Row::new(
-                        ts,
-                        vec![
-                            Value::from(format!("test-id-{i}").as_str()),
-                            Value::Timestamp(ts),
-                            Value::Float(i as f64),
-                        ],
-                    )]
-                })
-                .collect(),
-        ];
+        let rows: Vec<Vec<Row>> = (0..keys)
+            .map(|i| {
+                let ts = Timestamp(1);
+                vec![Row::new(
+                    ts,
+                    vec![
+                        Value::from(format!("test-id-{i}").as_str()),
+                        Value::Timestamp(ts),
+                        Value::Float(i as f64),
+                    ],
+                )]
+            })
+            .collect();
+        let fetched = Fetched::read_all(&prepared, |_| rows.clone()).unwrap();
         g.throughput(Throughput::Elements(keys as u64));
         g.bench_function(format!("cel/{target}/{keys}_keys"), |b| {
-            b.iter(|| {
-                black_box(run_group(
-                    &r,
-                    group,
-                    black_box(&fetched),
-                    Timestamp(0),
-                    None,
-                ))
-            })
+            b.iter(|| black_box(execute(&r, &prepared, black_box(&fetched), None).unwrap()))
         });
     }
     g.finish();

@@ -4,29 +4,29 @@
 //! ["present"|"missing"|"error", …]}, "server_id": …}`; a record is an object of the
 //! entity's columns, timestamps in RFC 3339.
 
-use crate::execute::{GroupOutput, Outcome};
+use crate::execute::{Outcome, Outputs};
 use crate::registry::{Entity, Registry};
 use crate::request::Prepared;
 use crate::value::{Row, write_json_str};
 
-/// Writes the response for `prepared` given each group's output. `server_id` is
-/// written verbatim (already JSON).
+/// Writes the response for `prepared` given its outputs. `server_id` is written
+/// verbatim (already JSON).
 pub fn write_response(
     registry: &Registry,
     prepared: &Prepared,
-    outputs: &[GroupOutput],
+    outputs: &Outputs,
     server_id: &str,
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(b"{\"results\":{");
-    for (i, &(feature, g, pos)) in prepared.targets.iter().enumerate() {
+    for (i, target) in prepared.targets.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        let f = registry.feature(feature);
+        let f = registry.feature(target.feature);
         write_json_str(out, &f.name);
         out.extend_from_slice(b":[");
-        for (k, o) in outputs[g].results[pos].iter().enumerate() {
+        for (k, o) in outputs.of(target).iter().enumerate() {
             if k > 0 {
                 out.push(b',');
             }
@@ -38,13 +38,13 @@ pub fn write_response(
         out.push(b']');
     }
     out.extend_from_slice(b"},\"statuses\":{");
-    for (i, &(feature, g, pos)) in prepared.targets.iter().enumerate() {
+    for (i, target) in prepared.targets.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        write_json_str(out, &registry.feature(feature).name);
+        write_json_str(out, &registry.feature(target.feature).name);
         out.extend_from_slice(b":[");
-        for (k, o) in outputs[g].results[pos].iter().enumerate() {
+        for (k, o) in outputs.of(target).iter().enumerate() {
             if k > 0 {
                 out.push(b',');
             }

@@ -1,5 +1,6 @@
-//! Sans-IO execution: given a prepared group and the records its reads returned,
-//! run the UDFs per key in plan order and collect each target's outcome.
+//! Sans-IO execution: given a prepared request and the records its reads returned
+//! ([`Fetched`], by [`FetchId`]), run the UDFs per key in plan order and collect
+//! each target's outcome ([`Outputs`]).
 //!
 //! Missing inputs skip the UDF (`Missing`); a UDF error or panic marks only that
 //! feature and key (`Error`); a dependent of an errored feature is `Error` too.
@@ -11,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use crate::plan::Source;
 use crate::registry::{FeatureId, FeatureKind, Registry, UdfImpl};
-use crate::request::Group;
+use crate::request::{Fetch, FetchId, Group, Prepared, Target};
 use crate::udf::{Input, UdfCall, UdfError};
-use crate::value::{Row, Timestamp};
+use crate::value::Row;
 
 /// The outcome of one feature for one key.
 #[derive(Debug, Clone, PartialEq)]
@@ -59,17 +60,117 @@ pub struct UdfFailure {
     pub error: UdfError,
 }
 
+/// The records a prepared request's reads returned, by [`FetchId`].
+#[derive(Debug)]
+pub struct Fetched {
+    /// Per fetch: per key, the records (`None` until given).
+    rows: Vec<Option<Vec<Vec<Row>>>>,
+    /// Per fetch: how many keys it reads.
+    key_counts: Vec<usize>,
+}
+
+/// What went wrong putting reads together or executing a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecuteError {
+    /// A read answered for a different number of keys than it was asked for.
+    #[error("the store answered {got} key results to a read of {expected} keys")]
+    WrongKeyCount {
+        /// Keys asked for.
+        expected: usize,
+        /// Key results answered.
+        got: usize,
+    },
+    /// A read's records were not given before execution.
+    #[error("read {} of the request was not performed", .0.index())]
+    NotFetched(FetchId),
+    /// The deadline passed before every UDF ran.
+    #[error("the deadline passed while UDFs ran")]
+    Expired,
+}
+
+impl Fetched {
+    /// Room for the results of every read of `prepared`.
+    pub fn new(prepared: &Prepared) -> Self {
+        Self {
+            rows: prepared.fetches().map(|_| None).collect(),
+            key_counts: prepared.fetches().map(|(_, f)| f.keys.len()).collect(),
+        }
+    }
+
+    /// Performs every read of `prepared` with `read` (a synchronous source: a
+    /// test's data, a benchmark's fixed records).
+    pub fn read_all(
+        prepared: &Prepared,
+        mut read: impl FnMut(&Fetch) -> Vec<Vec<Row>>,
+    ) -> Result<Self, ExecuteError> {
+        let mut fetched = Self::new(prepared);
+        for (id, f) in prepared.fetches() {
+            fetched.insert(id, read(f))?;
+        }
+        Ok(fetched)
+    }
+
+    /// Records read `id`'s result: per key of the read, in its order, the records.
+    pub fn insert(&mut self, id: FetchId, rows: Vec<Vec<Row>>) -> Result<(), ExecuteError> {
+        let (Some(slot), Some(&expected)) = (
+            self.rows.get_mut(id.index()),
+            self.key_counts.get(id.index()),
+        ) else {
+            return Err(ExecuteError::NotFetched(id));
+        };
+        if rows.len() != expected {
+            return Err(ExecuteError::WrongKeyCount {
+                expected,
+                got: rows.len(),
+            });
+        }
+        *slot = Some(rows);
+        Ok(())
+    }
+
+    fn get(&self, id: FetchId) -> Result<&[Vec<Row>], ExecuteError> {
+        self.rows
+            .get(id.index())
+            .and_then(Option::as_deref)
+            .ok_or(ExecuteError::NotFetched(id))
+    }
+}
+
 /// The result of one group.
 #[derive(Debug, Default)]
-pub struct GroupOutput {
+struct GroupOutput {
     /// Per plan target (parallel to `plan.targets`), per key.
-    pub results: Vec<Vec<Outcome>>,
+    results: Vec<Vec<Outcome>>,
     /// Per step timing.
-    pub steps: Vec<StepReport>,
+    steps: Vec<StepReport>,
     /// The first few UDF failures.
-    pub failures: Vec<UdfFailure>,
-    /// The deadline passed before every UDF ran; `results` is incomplete.
-    pub expired: bool,
+    failures: Vec<UdfFailure>,
+}
+
+/// A request's outcomes, per target and key, with what its UDFs reported.
+#[derive(Debug, Default)]
+pub struct Outputs {
+    groups: Vec<GroupOutput>,
+}
+
+impl Outputs {
+    /// A target's outcome per key, in the order of its key list.
+    pub fn of(&self, target: &Target) -> &[Outcome] {
+        self.groups
+            .get(target.group)
+            .and_then(|g| g.results.get(target.result))
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Per on-demand feature run: its time and error count.
+    pub fn steps(&self) -> impl Iterator<Item = &StepReport> {
+        self.groups.iter().flat_map(|g| &g.steps)
+    }
+
+    /// The first few UDF failures of each group, for logging.
+    pub fn failures(&self) -> impl Iterator<Item = &UdfFailure> {
+        self.groups.iter().flat_map(|g| &g.failures)
+    }
 }
 
 /// How many failures one group keeps for logging.
@@ -78,17 +179,40 @@ const MAX_FAILURES: usize = 8;
 /// Keys between deadline checks.
 const DEADLINE_CHECK_EVERY: usize = 64;
 
-/// Runs a group's UDFs. `fetched[i][k]` are the records read by `group.fetches[i]`
-/// for key `k`. Past `deadline` it stops and returns with `expired` set.
-pub fn run_group(
+/// Runs every UDF of `prepared` over the records its reads returned. Past
+/// `deadline` it stops with [`ExecuteError::Expired`].
+pub fn execute(
     registry: &Registry,
-    group: &Group,
-    fetched: &[Vec<Vec<Row>>],
-    now: Timestamp,
+    prepared: &Prepared,
+    fetched: &Fetched,
     deadline: Option<Instant>,
-) -> GroupOutput {
+) -> Result<Outputs, ExecuteError> {
+    let mut groups = Vec::with_capacity(prepared.groups.len());
+    for group in &prepared.groups {
+        groups.push(run_group(registry, prepared, group, fetched, deadline)?);
+    }
+    Ok(Outputs { groups })
+}
+
+/// Runs one group's UDFs.
+fn run_group(
+    registry: &Registry,
+    prepared: &Prepared,
+    group: &Group,
+    fetched: &Fetched,
+    deadline: Option<Instant>,
+) -> Result<GroupOutput, ExecuteError> {
+    let now = prepared.now;
     let n = group.key_count;
     let plan = &group.plan;
+    // Per slot: its records per key, and whether an empty list means missing.
+    let mut slots: Vec<(&[Vec<Row>], bool)> = Vec::with_capacity(group.slot_fetch.len());
+    for &id in &group.slot_fetch {
+        slots.push((
+            fetched.get(id)?,
+            prepared.fetch(id).query.empty_is_missing(),
+        ));
+    }
     let mut out = GroupOutput::default();
     let mut step_out: Vec<Vec<Outcome>> = Vec::with_capacity(plan.steps.len());
     let mut inputs: Vec<Input> = Vec::new();
@@ -111,17 +235,16 @@ pub fn run_group(
         let mut outcomes = Vec::with_capacity(n);
         for k in 0..n {
             if k % DEADLINE_CHECK_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
-                out.expired = true;
-                return out;
+                return Err(ExecuteError::Expired);
             }
             inputs.clear();
             let mut blocked = None;
             for src in &step.inputs {
                 let input = match *src {
                     Source::Slot(s) => {
-                        let f = group.slot_fetch[s];
-                        let rows = &fetched[f][k];
-                        if group.fetches[f].query.empty_is_missing() {
+                        let (records, missing_if_empty) = slots[s];
+                        let rows = &records[k];
+                        if missing_if_empty {
                             rows.first().cloned().map(Input::One)
                         } else {
                             Some(Input::Many(rows.as_slice().into()))
@@ -188,9 +311,8 @@ pub fn run_group(
         .map(|src| match *src {
             Source::Step(j) => step_out[j].clone(),
             Source::Slot(s) => {
-                let f = group.slot_fetch[s];
-                let missing_if_empty = group.fetches[f].query.empty_is_missing();
-                fetched[f]
+                let (records, missing_if_empty) = slots[s];
+                records
                     .iter()
                     .map(|rows| {
                         if rows.is_empty() && missing_if_empty {
@@ -203,7 +325,7 @@ pub fn run_group(
             }
         })
         .collect();
-    out
+    Ok(out)
 }
 
 thread_local! {

@@ -193,6 +193,17 @@ impl Default for RequestLimits {
     }
 }
 
+/// Names one storage read of a prepared request ([`Prepared::fetches`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FetchId(usize);
+
+impl FetchId {
+    /// The read's position in [`Prepared::fetches`] (dense, from 0).
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
 /// A resolved storage read.
 #[derive(Debug, Clone)]
 pub struct Fetch {
@@ -211,32 +222,61 @@ pub struct Group {
     pub plan: Arc<Plan>,
     /// How many keys.
     pub key_count: usize,
-    /// Distinct storage reads: one per (feature, query).
-    pub fetches: Vec<Fetch>,
-    /// For each plan slot, its index in `fetches`.
-    pub slot_fetch: Vec<usize>,
+    /// For each plan slot, the read that serves it.
+    pub slot_fetch: Vec<FetchId>,
     /// For each plan step, its UDF arguments.
     pub step_args: Vec<Vec<Value>>,
-    /// For each plan step, per key, the request's values of the output entity's key
-    /// fields.
+    /// For each plan step, per key, the values of the output entity's key fields
+    /// (parsed and validated once, with the rest of the key; `Null` for a field the
+    /// request's key objects do not give).
     pub step_keys: Vec<Arc<[Vec<Value>]>>,
 }
 
-/// A validated request.
+/// Where one target's results are: its group, and its place in that group's plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    /// The feature.
+    pub feature: FeatureId,
+    /// Its group in [`Prepared::groups`].
+    pub group: usize,
+    /// Its index in that group's `plan.targets` (and plan results).
+    pub result: usize,
+}
+
+/// A validated request: what to read, then what to run.
+///
+/// The request path is: [`Registry::prepare_with`] → perform each of
+/// [`Prepared::fetches`] → [`Fetched`](crate::execute::Fetched) (results by
+/// [`FetchId`]) → [`execute`](crate::execute::execute) → [`encode`](crate::encode).
 #[derive(Debug)]
 pub struct Prepared {
     /// The request time (`now` for UDFs and default ranges).
     pub now: Timestamp,
     /// The groups to execute.
     pub groups: Vec<Group>,
-    /// The targets in request order: (feature, group, index in that group's plan results).
-    pub targets: Vec<(FeatureId, usize, usize)>,
+    /// Every storage read, over all groups (deduplicated within each group).
+    fetches: Vec<Fetch>,
+    /// The targets in request order.
+    pub targets: Vec<Target>,
 }
 
 impl Prepared {
     /// The total number of keys over all groups.
     pub fn key_count(&self) -> usize {
         self.groups.iter().map(|g| g.key_count).sum()
+    }
+
+    /// The storage reads this request needs, each with its id.
+    pub fn fetches(&self) -> impl ExactSizeIterator<Item = (FetchId, &Fetch)> + '_ {
+        self.fetches
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (FetchId(i), f))
+    }
+
+    /// The read named `id`.
+    pub fn fetch(&self, id: FetchId) -> &Fetch {
+        &self.fetches[id.0]
     }
 }
 
@@ -341,7 +381,7 @@ impl Registry {
         }
 
         let mut groups = Vec::with_capacity(group_of.len());
-        let mut target_pos = Vec::with_capacity(targets.len());
+        let mut fetches = Vec::new();
         for (list, mut ts) in group_of {
             let keys: &[KeyObject] = match list {
                 Some(i) => feature_keys[i].1,
@@ -349,27 +389,29 @@ impl Registry {
             };
             ts.sort_unstable();
             let plan = self.plan(&ts);
-            groups.push(self.group(plan, keys, &query_args, &udf_args, now)?);
+            groups.push(self.group(plan, keys, &query_args, &udf_args, now, &mut fetches)?);
         }
-        for &t in &targets {
-            let (g, pos) = groups
+        let mut placed = Vec::with_capacity(targets.len());
+        for &feature in &targets {
+            let target = groups
                 .iter()
                 .enumerate()
-                .find_map(|(g, group)| {
-                    group
-                        .plan
-                        .targets
-                        .iter()
-                        .position(|&x| x == t)
-                        .map(|p| (g, p))
+                .find_map(|(group, g)| {
+                    let result = g.plan.targets.iter().position(|&x| x == feature)?;
+                    Some(Target {
+                        feature,
+                        group,
+                        result,
+                    })
                 })
                 .ok_or_else(|| err(ErrorCode::Internal, "target lost while grouping"))?;
-            target_pos.push((t, g, pos));
+            placed.push(target);
         }
         Ok(Prepared {
             now,
             groups,
-            targets: target_pos,
+            fetches,
+            targets: placed,
         })
     }
 
@@ -440,6 +482,8 @@ impl Registry {
         Ok(out)
     }
 
+    /// Resolves one group: its keys (parsed once per entity), its reads (appended to
+    /// the request's `fetches`, deduplicated within the group) and its UDF arguments.
     fn group(
         &self,
         plan: Arc<Plan>,
@@ -447,59 +491,23 @@ impl Registry {
         query_args: &[(FeatureId, &ArgMap)],
         udf_args: &[(FeatureId, &ArgMap)],
         now: Timestamp,
+        fetches: &mut Vec<Fetch>,
     ) -> Result<Group, RequestError> {
         if keys.is_empty() {
             return Err(err(ErrorCode::MissingKeys, "the key list is empty"));
         }
-        // Every key field must belong to some entity this group reads or returns.
-        let mut entities: Vec<&Arc<Entity>> = Vec::new();
-        for f in plan
-            .slots
-            .iter()
-            .map(|s| s.feature)
-            .chain(plan.steps.iter().map(|s| s.feature))
-        {
-            let e = &self.feature(f).entity;
-            if !entities.iter().any(|x| Arc::ptr_eq(x, e)) {
-                entities.push(e);
-            }
-        }
-        for (i, k) in keys.iter().enumerate() {
-            if let Some(field) = k
-                .keys()
-                .find(|name| !entities.iter().any(|e| e.keys().any(|c| &*c.name == *name)))
-            {
-                return Err(err(
-                    ErrorCode::InvalidKey,
-                    format!("key {i}: unknown key field `{}`", truncate(field)),
-                ));
-            }
-        }
-
-        // Canonical keys, once per entity read.
-        let mut entity_keys: Vec<(&Arc<Entity>, Arc<[EntityKey]>)> = Vec::new();
-        let mut fetches: Vec<Fetch> = Vec::with_capacity(plan.slots.len());
+        let parsed = self.parse_keys(&plan, keys)?;
+        let first = fetches.len();
         let mut slot_fetch = Vec::with_capacity(plan.slots.len());
         for slot in &plan.slots {
-            let feature = self.feature(slot.feature);
-            let ek = match entity_keys
-                .iter()
-                .find(|(e, _)| Arc::ptr_eq(e, &feature.entity))
-            {
-                Some((_, k)) => Arc::clone(k),
-                None => {
-                    let k = canonical_keys(&feature.entity, keys)?;
-                    entity_keys.push((&feature.entity, Arc::clone(&k)));
-                    k
-                }
-            };
+            let ek = parsed.canonical(&self.feature(slot.feature).entity)?;
             let args = args_of(query_args, slot.args_from);
             let query = self.resolve_query(slot.feature, slot.query, slot.args_from, args, now)?;
-            let idx = match fetches
+            let idx = match fetches[first..]
                 .iter()
                 .position(|f| f.feature == slot.feature && f.query == query)
             {
-                Some(i) => i,
+                Some(i) => first + i,
                 None => {
                     fetches.push(Fetch {
                         feature: slot.feature,
@@ -509,81 +517,114 @@ impl Registry {
                     fetches.len() - 1
                 }
             };
-            slot_fetch.push(idx);
+            slot_fetch.push(FetchId(idx));
         }
 
         let mut step_args = Vec::with_capacity(plan.steps.len());
         let mut step_keys = Vec::with_capacity(plan.steps.len());
         for step in &plan.steps {
             let feature = self.feature(step.feature);
-            let FeatureKind::OnDemand { args, .. } = &feature.kind else {
-                return Err(err(ErrorCode::Internal, "plan step is not on-demand"));
-            };
-            let given = args_of(udf_args, step.feature);
-            if let Some(given) = given
-                && let Some(unknown) = given.keys().find(|k| !args.iter().any(|a| &*a.name == *k))
-            {
-                let declared: Vec<&str> = args.iter().map(|a| &*a.name).collect();
-                return Err(err(
-                    ErrorCode::UnknownUdfArg,
-                    format!(
-                        "`udf_args.{}`: unknown argument `{}` (declared: {})",
-                        feature.name,
-                        truncate(unknown),
-                        if declared.is_empty() {
-                            "none".to_owned()
-                        } else {
-                            declared.join(", ")
-                        }
-                    ),
-                ));
-            }
-            let mut values = Vec::with_capacity(args.len());
-            for a in args {
-                let v = match given.and_then(|g| g.get(&a.name)).filter(|j| !j.is_null()) {
-                    Some(j) => a.ty.from_json(j).map_err(|e| {
-                        err(
-                            ErrorCode::InvalidUdfArg,
-                            format!("`udf_args.{}.{}`: {e}", feature.name, a.name),
-                        )
-                    })?,
-                    None => a.default.clone().ok_or_else(|| {
-                        err(
-                            ErrorCode::InvalidUdfArg,
-                            format!(
-                                "`udf_args.{}.{}` is required ({})",
-                                feature.name, a.name, a.ty
-                            ),
-                        )
-                    })?,
-                };
-                values.push(v);
-            }
-            step_args.push(values);
-            let out_keys: Vec<Vec<Value>> = keys
-                .iter()
-                .map(|k| {
-                    feature
-                        .entity
-                        .keys()
-                        .map(|c| {
-                            k.get(&c.name)
-                                .and_then(|j| c.ty.from_json(j).ok())
-                                .unwrap_or(Value::Null)
-                        })
-                        .collect()
-                })
-                .collect();
-            step_keys.push(out_keys.into());
+            step_args.push(self.udf_args(step.feature, args_of(udf_args, step.feature))?);
+            step_keys.push(parsed.values(&feature.entity)?);
         }
         Ok(Group {
             plan,
             key_count: keys.len(),
-            fetches,
             slot_fetch,
             step_args,
             step_keys,
         })
+    }
+
+    /// Parses a group's key objects once per entity the group reads or returns:
+    /// every key field must belong to one of them, and each entity's fields must
+    /// have its types.
+    fn parse_keys<'r>(
+        &'r self,
+        plan: &Plan,
+        keys: &[KeyObject],
+    ) -> Result<ParsedKeys<'r>, RequestError> {
+        // The entities, in plan order: the ones read first (their fields are
+        // required), then the on-demand outputs'.
+        let mut entities: Vec<(&'r Arc<Entity>, Use)> = Vec::new();
+        let read = plan.slots.iter().map(|s| (s.feature, Use::READ));
+        let returned = plan.steps.iter().map(|s| (s.feature, Use::RETURNED));
+        for (f, used) in read.chain(returned) {
+            let e = &self.feature(f).entity;
+            match entities.iter_mut().find(|(x, _)| Arc::ptr_eq(x, e)) {
+                Some((_, u)) => {
+                    u.read |= used.read;
+                    u.returned |= used.returned;
+                }
+                None => entities.push((e, used)),
+            }
+        }
+        for (i, k) in keys.iter().enumerate() {
+            if let Some(field) = k.keys().find(|name| {
+                !entities
+                    .iter()
+                    .any(|(e, _)| e.keys().any(|c| &*c.name == *name))
+            }) {
+                return Err(err(
+                    ErrorCode::InvalidKey,
+                    format!("key {i}: unknown key field `{}`", truncate(field)),
+                ));
+            }
+        }
+        let mut parsed = Vec::with_capacity(entities.len());
+        for (entity, used) in entities {
+            parsed.push(EntityKeys::parse(entity, keys, used)?);
+        }
+        Ok(ParsedKeys(parsed))
+    }
+
+    /// The UDF arguments of on-demand feature `id`: the request's, else the spec's
+    /// defaults, each converted to its declared type.
+    fn udf_args(&self, id: FeatureId, given: Option<&ArgMap>) -> Result<Vec<Value>, RequestError> {
+        let feature = self.feature(id);
+        let FeatureKind::OnDemand { args, .. } = &feature.kind else {
+            return Err(err(ErrorCode::Internal, "plan step is not on-demand"));
+        };
+        if let Some(given) = given
+            && let Some(unknown) = given.keys().find(|k| !args.iter().any(|a| &*a.name == *k))
+        {
+            let declared: Vec<&str> = args.iter().map(|a| &*a.name).collect();
+            return Err(err(
+                ErrorCode::UnknownUdfArg,
+                format!(
+                    "`udf_args.{}`: unknown argument `{}` (declared: {})",
+                    feature.name,
+                    truncate(unknown),
+                    if declared.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        declared.join(", ")
+                    }
+                ),
+            ));
+        }
+        let mut values = Vec::with_capacity(args.len());
+        for a in args {
+            let v = match given.and_then(|g| g.get(&a.name)).filter(|j| !j.is_null()) {
+                Some(j) => a.ty.from_json(j).map_err(|e| {
+                    err(
+                        ErrorCode::InvalidUdfArg,
+                        format!("`udf_args.{}.{}`: {e}", feature.name, a.name),
+                    )
+                })?,
+                None => a.default.clone().ok_or_else(|| {
+                    err(
+                        ErrorCode::InvalidUdfArg,
+                        format!(
+                            "`udf_args.{}.{}` is required ({})",
+                            feature.name, a.name, a.ty
+                        ),
+                    )
+                })?,
+            };
+            values.push(v);
+        }
+        Ok(values)
     }
 
     fn resolve_query(
@@ -672,52 +713,148 @@ impl Registry {
     }
 }
 
-/// Canonical keys of `entity` for each key object, validating fields and types.
-fn canonical_keys(entity: &Entity, keys: &[KeyObject]) -> Result<Arc<[EntityKey]>, RequestError> {
-    let mut out = Vec::with_capacity(keys.len());
-    let mut buf = String::new();
-    for (i, k) in keys.iter().enumerate() {
-        buf.clear();
-        for (p, c) in entity.keys().enumerate() {
-            let j = k.get(&c.name).ok_or_else(|| {
-                err(
-                    ErrorCode::InvalidKey,
-                    format!(
-                        "key {i} lacks field `{}` of entity `{}`",
-                        c.name, entity.name
-                    ),
-                )
-            })?;
-            if p > 0 {
-                buf.push(KEY_SEPARATOR);
-            }
-            match (&c.ty, j) {
-                (FieldType::String, Json::String(s)) => push_key_str(&mut buf, s),
-                (FieldType::Int, Json::Number(n)) if n.is_i64() || n.is_u64() => match n.as_i64() {
-                    Some(n) => push_key_int(&mut buf, n),
-                    None => {
+/// A group's key objects, parsed once per entity.
+struct ParsedKeys<'r>(Vec<EntityKeys<'r>>);
+
+impl ParsedKeys<'_> {
+    fn get(&self, entity: &Arc<Entity>) -> Result<&EntityKeys<'_>, RequestError> {
+        self.0
+            .iter()
+            .find(|p| Arc::ptr_eq(p.entity, entity))
+            .ok_or_else(|| err(ErrorCode::Internal, "an entity's keys were not parsed"))
+    }
+
+    /// The canonical storage keys of an entity the group reads.
+    fn canonical(&self, entity: &Arc<Entity>) -> Result<Arc<[EntityKey]>, RequestError> {
+        self.get(entity)?
+            .canonical
+            .clone()
+            .ok_or_else(|| err(ErrorCode::Internal, "no storage keys for an entity read"))
+    }
+
+    /// The key field values of an entity the group returns.
+    fn values(&self, entity: &Arc<Entity>) -> Result<Arc<[Vec<Value>]>, RequestError> {
+        self.get(entity)?
+            .values
+            .clone()
+            .ok_or_else(|| err(ErrorCode::Internal, "no key values for an entity returned"))
+    }
+}
+
+/// How a group uses an entity's keys.
+#[derive(Debug, Clone, Copy)]
+struct Use {
+    /// A pipeline feature of the entity is read: its key fields are required, and
+    /// make the storage keys.
+    read: bool,
+    /// An on-demand feature returns records of the entity: its UDF sees the key's
+    /// values.
+    returned: bool,
+}
+
+impl Use {
+    const READ: Self = Self {
+        read: true,
+        returned: false,
+    };
+    const RETURNED: Self = Self {
+        read: false,
+        returned: true,
+    };
+}
+
+/// The key objects read against one entity's key fields.
+struct EntityKeys<'r> {
+    entity: &'r Arc<Entity>,
+    /// Per key, the key fields' values in the entity's key order (entities the
+    /// group returns).
+    values: Option<Arc<[Vec<Value>]>>,
+    /// Per key, the canonical storage key (entities the group reads).
+    canonical: Option<Arc<[EntityKey]>>,
+}
+
+impl<'r> EntityKeys<'r> {
+    /// Parses every key object's fields of `entity`, once, into what the group's
+    /// use of it needs: a field must have the entity's type; a missing field is an
+    /// error for an entity that is read, and `Null` for one that only names an
+    /// on-demand output's key.
+    fn parse(entity: &'r Arc<Entity>, keys: &[KeyObject], used: Use) -> Result<Self, RequestError> {
+        let required = used.read;
+        let mut values = Vec::with_capacity(if used.returned { keys.len() } else { 0 });
+        let mut canonical = Vec::with_capacity(if required { keys.len() } else { 0 });
+        let mut buf = String::new();
+        for (i, k) in keys.iter().enumerate() {
+            buf.clear();
+            let mut row = Vec::with_capacity(if used.returned {
+                entity.key_index.len()
+            } else {
+                0
+            });
+            for (p, c) in entity.keys().enumerate() {
+                if p > 0 {
+                    buf.push(KEY_SEPARATOR);
+                }
+                let Some(j) = k.get(&c.name) else {
+                    if required {
                         return Err(err(
                             ErrorCode::InvalidKey,
-                            format!("key {i}: field `{}` is out of the int range", c.name),
+                            format!(
+                                "key {i} lacks field `{}` of entity `{}`",
+                                c.name, entity.name
+                            ),
                         ));
                     }
-                },
-                _ => {
-                    return Err(err(
-                        ErrorCode::InvalidKey,
-                        format!(
-                            "key {i}: field `{}` must be {}, got {}",
-                            c.name,
-                            c.ty,
-                            json_kind(j)
-                        ),
-                    ));
-                }
+                    if used.returned {
+                        row.push(Value::Null);
+                    }
+                    continue;
+                };
+                let v = match (&c.ty, j) {
+                    (FieldType::String, Json::String(s)) => {
+                        if required {
+                            push_key_str(&mut buf, s);
+                        }
+                        used.returned.then(|| Value::String(s.as_str().into()))
+                    }
+                    (FieldType::Int, Json::Number(n)) if n.is_i64() || n.is_u64() => {
+                        let Some(n) = n.as_i64() else {
+                            return Err(err(
+                                ErrorCode::InvalidKey,
+                                format!("key {i}: field `{}` is out of the int range", c.name),
+                            ));
+                        };
+                        if required {
+                            push_key_int(&mut buf, n);
+                        }
+                        used.returned.then_some(Value::Int(n))
+                    }
+                    _ => {
+                        return Err(err(
+                            ErrorCode::InvalidKey,
+                            format!(
+                                "key {i}: field `{}` must be {}, got {}",
+                                c.name,
+                                c.ty,
+                                json_kind(j)
+                            ),
+                        ));
+                    }
+                };
+                row.extend(v);
+            }
+            if required {
+                canonical.push(EntityKey::from_canonical(buf.as_str()));
+            }
+            if used.returned {
+                values.push(row);
             }
         }
-        out.push(EntityKey::from_canonical(buf.as_str()));
+        Ok(Self {
+            entity,
+            values: used.returned.then(|| values.into()),
+            canonical: required.then(|| canonical.into()),
+        })
     }
-    Ok(out.into())
 }
 
 /// The arguments given for feature `f`.

@@ -1,10 +1,13 @@
-//! The feature request path, in one walk:
-//! parse → prepare (plan lookup, validation) → batched store reads → UDFs → encode.
+//! The feature request path, in one walk of [`features`]:
+//! parse → prepare ([`Registry::prepare_with`](oka_core::Registry::prepare_with):
+//! plan lookup, validation, keys parsed once) → the reads
+//! ([`Prepared::fetches`](oka_core::Prepared::fetches), batched, concurrent, results
+//! by id into [`Fetched`]) → UDFs ([`execute`]) → encode.
 
 use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
-use oka_core::execute::{GroupOutput, run_group};
+use oka_core::execute::{ExecuteError, Fetched, execute};
 use oka_core::{ErrorCode, FeatureRequest, Timestamp, encode};
 use tracing::debug;
 
@@ -73,6 +76,13 @@ pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
 /// Deadlines a request may ask for, in milliseconds (header or body).
 pub const DEADLINE_MS: std::ops::RangeInclusive<u64> = 1..=600_000;
 
+/// A store answer that does not fit its read (the store broke its contract): the
+/// details go to the log, the client gets `internal`.
+fn execute_error(e: ExecuteError) -> ApiError {
+    tracing::warn!(error = %e, "a feature request could not be executed");
+    ApiError::new(ErrorCode::Internal, "internal error")
+}
+
 fn deadline_exceeded(deadline: Duration) -> ApiError {
     ApiError::new(
         ErrorCode::DeadlineExceeded,
@@ -122,63 +132,57 @@ pub async fn features(
     let prepared = registry.prepare_with(&request, now, &shared.limits.request)?;
     timing.parse = started.elapsed();
 
-    // 2. One batched store call per (pipeline feature, query), all concurrent.
+    // 2. The reads: one batched store call per (pipeline feature, query) of each
+    //    key list, all concurrent, results kept by read id.
     let t = Instant::now();
-    let reads = prepared
-        .groups
-        .iter()
-        .flat_map(|g| g.fetches.iter())
-        .map(|f| async move {
-            let t = Instant::now();
-            let r = state
-                .store
-                .read(registry.feature(f.feature), &f.keys, &f.query)
-                .await;
-            let elapsed = t.elapsed();
-            shared
-                .metrics
-                .storage_read(f.query.name(), elapsed, r.is_ok());
-            shared.stats.db.record(elapsed);
-            r
-        });
+    let reads = prepared.fetches().map(|(id, f)| async move {
+        let t = Instant::now();
+        let r = state
+            .store
+            .read(registry.feature(f.feature), &f.keys, &f.query)
+            .await;
+        let elapsed = t.elapsed();
+        shared
+            .metrics
+            .storage_read(f.query.name(), elapsed, r.is_ok());
+        shared.stats.db.record(elapsed);
+        r.map(|rows| (id, rows))
+    });
     let mut reads: Vec<_> = reads.collect();
     let all = async {
         // Most requests make one read: await it directly, without a join.
         if reads.len() == 1
             && let Some(read) = reads.pop()
         {
-            read.await.map(|rows| vec![rows])
+            read.await.map(|r| vec![r])
         } else {
             try_join_all(reads).await
         }
     };
-    let mut fetched = tokio::time::timeout_at(deadline_at.into(), all)
+    let results = tokio::time::timeout_at(deadline_at.into(), all)
         .await
         .map_err(|_| deadline_exceeded(budget))??;
+    let mut fetched = Fetched::new(&prepared);
+    for (id, rows) in results {
+        fetched.insert(id, rows).map_err(execute_error)?;
+    }
     timing.storage = t.elapsed();
 
     // 3. UDFs per key, in plan order.
     let t = Instant::now();
-    let mut outputs: Vec<GroupOutput> = Vec::with_capacity(prepared.groups.len());
-    for g in prepared.groups.iter().rev() {
-        let group_fetched = fetched.split_off(fetched.len() - g.fetches.len());
-        let out = run_group(registry, g, &group_fetched, now, Some(deadline_at));
-        if out.expired {
-            return Err(deadline_exceeded(budget));
-        }
-        outputs.push(out);
-    }
-    outputs.reverse();
+    let outputs =
+        execute(registry, &prepared, &fetched, Some(deadline_at)).map_err(|e| match e {
+            ExecuteError::Expired => deadline_exceeded(budget),
+            e => execute_error(e),
+        })?;
     timing.udf = t.elapsed();
-    for out in &outputs {
-        for s in &out.steps {
-            let m = &loaded.metrics.features[s.feature];
-            m.udf_duration.observe_duration(s.elapsed);
-            m.udf_errors.add(s.errors as u64);
-        }
-        for f in &out.failures {
-            debug!(feature = %registry.feature(f.feature).name, key = f.key, error = %f.error, "udf failed");
-        }
+    for s in outputs.steps() {
+        let m = &loaded.metrics.features[s.feature];
+        m.udf_duration.observe_duration(s.elapsed);
+        m.udf_errors.add(s.errors as u64);
+    }
+    for f in outputs.failures() {
+        debug!(feature = %registry.feature(f.feature).name, key = f.key, error = %f.error, "udf failed");
     }
 
     // 4. Encode.

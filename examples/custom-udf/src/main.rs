@@ -39,7 +39,7 @@ fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use oka_core::execute::{Outcome, run_group};
+    use oka_core::execute::{Fetched, Outcome, execute};
     use oka_core::{FeatureRequest, Registry, Row, Timestamp, Value};
 
     use super::natives;
@@ -53,7 +53,6 @@ mod tests {
         }))
         .unwrap();
         let prepared = r.prepare(&req, Timestamp(10)).unwrap();
-        let g = &prepared.groups[0];
         let rows: Vec<Row> = [1.0, 2.0, 6.0]
             .iter()
             .enumerate()
@@ -65,9 +64,10 @@ mod tests {
                 )
             })
             .collect();
-        let out = run_group(&r, g, &[vec![rows]], Timestamp(10), None);
-        let Outcome::Present(result) = &out.results[0][0] else {
-            panic!("{:?}", out.results)
+        let fetched = Fetched::read_all(&prepared, |_| vec![rows.clone()]).unwrap();
+        let out = execute(&r, &prepared, &fetched, None).unwrap();
+        let Outcome::Present(result) = &out.of(&prepared.targets[0])[0] else {
+            panic!("{out:?}")
         };
         assert_eq!(result[0].columns[2], Value::Int(3));
         assert_eq!(result[0].columns[3], Value::Float(3.0));

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use oka_core::execute::{Outcome, run_group};
+use oka_core::execute::{ExecuteError, Fetched, Outcome, execute};
 use oka_core::request::{Fetch, Prepared};
 use oka_core::{EntityKey, FeatureRequest, Query, Registry, Row, Timestamp, Value};
 use serde_json::json;
@@ -60,21 +60,15 @@ fn run(
 ) -> HashMap<String, Vec<Outcome>> {
     let req: FeatureRequest = serde_json::from_value(body).unwrap();
     let prepared: Prepared = r.prepare(&req, Timestamp(now)).unwrap();
-    let outputs: Vec<_> = prepared
-        .groups
-        .iter()
-        .map(|g| {
-            let fetched: Vec<_> = g.fetches.iter().map(|f| data.read(r, f)).collect();
-            run_group(r, g, &fetched, Timestamp(now), None)
-        })
-        .collect();
+    let fetched = Fetched::read_all(&prepared, |f| data.read(r, f)).unwrap();
+    let outputs = execute(r, &prepared, &fetched, None).unwrap();
     prepared
         .targets
         .iter()
-        .map(|&(f, g, pos)| {
+        .map(|t| {
             (
-                r.feature(f).name.to_string(),
-                outputs[g].results[pos].clone(),
+                r.feature(t.feature).name.to_string(),
+                outputs.of(t).to_vec(),
             )
         })
         .collect()
@@ -227,15 +221,40 @@ fn a_passed_deadline_stops_the_udfs() {
     )
     .unwrap();
     let prepared = r.prepare(&req, Timestamp(5_000)).unwrap();
-    let g = &prepared.groups[0];
-    let fetched: Vec<_> = g.fetches.iter().map(|f| d.read(&r, f)).collect();
+    let fetched = Fetched::read_all(&prepared, |f| d.read(&r, f)).unwrap();
     let past = std::time::Instant::now();
-    let out = run_group(&r, g, &fetched, Timestamp(5_000), Some(past));
-    assert!(out.expired);
+    let out = execute(&r, &prepared, &fetched, Some(past));
+    assert_eq!(out.unwrap_err(), ExecuteError::Expired);
     let future = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let out = run_group(&r, g, &fetched, Timestamp(5_000), Some(future));
-    assert!(!out.expired);
-    assert!(matches!(out.results[0][0], Outcome::Present(_)));
+    let out = execute(&r, &prepared, &fetched, Some(future)).unwrap();
+    assert!(matches!(
+        out.of(&prepared.targets[0])[0],
+        Outcome::Present(_)
+    ));
+}
+
+#[test]
+fn a_read_answering_for_the_wrong_number_of_keys_is_an_error_not_a_panic() {
+    let r = registry();
+    let req: FeatureRequest = serde_json::from_value(
+        json!({"target_features": ["simple_feature"], "keys": [{"id": "a"}, {"id": "b"}]}),
+    )
+    .unwrap();
+    let prepared = r.prepare(&req, Timestamp(5_000)).unwrap();
+    let err = Fetched::read_all(&prepared, |_| vec![Vec::new()]).unwrap_err();
+    assert_eq!(
+        err,
+        ExecuteError::WrongKeyCount {
+            expected: 2,
+            got: 1
+        }
+    );
+    // A read never performed is an error too.
+    let fetched = Fetched::new(&prepared);
+    assert!(matches!(
+        execute(&r, &prepared, &fetched, None),
+        Err(ExecuteError::NotFetched(_))
+    ));
 }
 
 #[test]

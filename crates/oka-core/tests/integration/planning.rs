@@ -44,7 +44,7 @@ fn shared_dependency_is_one_slot_and_one_fetch() {
     let prepared = r.prepare(&req, Timestamp(0)).unwrap();
     assert_eq!(prepared.groups.len(), 1);
     assert_eq!(
-        prepared.groups[0].fetches.len(),
+        prepared.fetches().len(),
         1,
         "latest reads deduplicated at request time"
     );
@@ -90,7 +90,7 @@ fn range_reads_are_parameterised_per_dependent() {
         "query_args": {"window_feature": {"start": 1.0, "end": 2.0}},
     }));
     let prepared = r.prepare(&req, Timestamp(10_000_000)).unwrap();
-    let queries: Vec<_> = prepared.groups[0].fetches.iter().map(|f| f.query).collect();
+    let queries: Vec<_> = prepared.fetches().map(|(_, f)| f.query).collect();
     assert!(queries.contains(&oka_core::Query::Latest));
     assert!(queries.contains(&oka_core::Query::Range {
         start: Timestamp(1_000_000),
@@ -100,7 +100,7 @@ fn range_reads_are_parameterised_per_dependent() {
     let req = request(json!({"target_features": ["window_feature"], "keys": [{"id": "a"}]}));
     let prepared = r.prepare(&req, Timestamp(100_000_000)).unwrap();
     assert_eq!(
-        prepared.groups[0].fetches[0].query,
+        prepared.fetches().next().unwrap().1.query,
         oka_core::Query::Range {
             start: Timestamp(40_000_000),
             end: Timestamp(100_000_000)
