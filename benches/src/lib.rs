@@ -96,7 +96,7 @@ pub fn serve_once(rt: &tokio::runtime::Runtime, state: &AppState, body: &[u8]) -
     let served = rt.block_on(oka_server::serve::features(
         state,
         body,
-        false,
+        oka_server::serve::Dialect::Oka,
         std::time::Instant::now(),
         None,
     ));

@@ -76,18 +76,39 @@ pub struct WriterArgs {
     /// How long a batch waits for more rows, milliseconds.
     #[arg(long, env = "OKA_FLUSH_MS", default_value_t = 20)]
     pub flush_ms: u64,
-    /// Batches written concurrently.
-    #[arg(long, env = "OKA_MAX_IN_FLIGHT", default_value_t = WriterConfig::default().max_in_flight)]
-    pub max_in_flight: usize,
+    /// Batches written concurrently [default: 4].
+    #[arg(long, env = "OKA_MAX_BATCHES_IN_FLIGHT")]
+    pub max_batches_in_flight: Option<usize>,
+    /// The old name of `--max-batches-in-flight` (and `OKA_MAX_IN_FLIGHT` of
+    /// `OKA_MAX_BATCHES_IN_FLIGHT`), too close to `--max-in-flight-requests`; still
+    /// read, with a warning.
+    #[arg(long = "max-in-flight", env = "OKA_MAX_IN_FLIGHT", hide = true)]
+    pub deprecated_max_in_flight: Option<usize>,
 }
 
 impl WriterArgs {
-    /// The write path's configuration.
+    /// The write path's configuration. Logs a warning when a deprecated setting
+    /// name was used.
     pub fn config(&self) -> WriterConfig {
+        if let Some(old) = self.deprecated_max_in_flight {
+            let used = if self.max_batches_in_flight.is_some() {
+                "ignored: `--max-batches-in-flight` (`OKA_MAX_BATCHES_IN_FLIGHT`) is also set"
+            } else {
+                "used"
+            };
+            tracing::warn!(
+                "`--max-in-flight` / `OKA_MAX_IN_FLIGHT` ({old}) is deprecated and was {used}; \
+                 rename it to `--max-batches-in-flight` / `OKA_MAX_BATCHES_IN_FLIGHT`"
+            );
+        }
+        let max_in_flight = self
+            .max_batches_in_flight
+            .or(self.deprecated_max_in_flight)
+            .unwrap_or(WriterConfig::default().max_in_flight);
         WriterConfig {
             batch_size: self.batch_size.max(1),
             flush: Duration::from_millis(self.flush_ms),
-            max_in_flight: self.max_in_flight.max(1),
+            max_in_flight: max_in_flight.max(1),
             ..WriterConfig::default()
         }
     }

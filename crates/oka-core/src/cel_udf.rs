@@ -19,7 +19,7 @@ use cel::objects::{Key, Map};
 use cel::{Context, Env, ExecutionError, Program};
 use chrono::{DateTime, FixedOffset};
 
-use crate::registry::Entity;
+use crate::entity::Entity;
 use crate::udf::{Input, UdfCall, UdfError};
 use crate::value::{FieldType, Row, Timestamp, Value};
 

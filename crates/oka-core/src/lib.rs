@@ -3,6 +3,8 @@
 //! - [`value`]: typed values, timestamps, rows (records of an entity).
 //! - [`key`]: canonical entity keys.
 //! - [`spec`]: the YAML feature spec as written.
+//! - [`entity`]: entity schemas; [`feature`]: features and their kinds.
+//! - [`loader`]: spec → registry, every problem reported with its place.
 //! - [`registry`]: the validated spec — entities, features, UDFs — built once at load.
 //! - [`plan`]: which pipeline reads and which UDFs a set of targets needs.
 //! - [`request`]: the feature request and its validation into executable groups.
@@ -14,9 +16,12 @@
 
 pub mod cel_udf;
 pub mod encode;
+pub mod entity;
 pub mod error;
 pub mod execute;
+pub mod feature;
 pub mod key;
+pub mod loader;
 pub mod plan;
 pub mod query;
 pub mod registry;

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use crate::registry::{FeatureId, FeatureKind, QueryKind, Registry};
+use crate::feature::{Feature, FeatureId, FeatureKind, QueryKind};
 
 /// How a fetch slot's query is chosen.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -61,21 +61,22 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Plans `targets` (sorted, deduplicated ids of `registry`).
-    pub fn build(registry: &Registry, targets: &[FeatureId]) -> Self {
+    /// Plans `targets` (sorted, deduplicated ids into `features`); `topo_rank` is
+    /// each feature's position in a dependency order (dependencies first).
+    pub fn build(features: &[Feature], topo_rank: &[usize], targets: &[FeatureId]) -> Self {
         // The closure of the targets, in topological order.
-        let mut needed = vec![false; registry.features().len()];
+        let mut needed = vec![false; features.len()];
         let mut stack: Vec<FeatureId> = targets.to_vec();
         while let Some(id) = stack.pop() {
             if std::mem::replace(&mut needed[id], true) {
                 continue;
             }
-            if let FeatureKind::OnDemand { dependencies, .. } = &registry.feature(id).kind {
+            if let FeatureKind::OnDemand { dependencies, .. } = &features[id].kind {
                 stack.extend(dependencies.iter().map(|d| d.feature));
             }
         }
         let mut order: Vec<FeatureId> = (0..needed.len()).filter(|&i| needed[i]).collect();
-        order.sort_by_key(|&i| registry.topo_rank[i]);
+        order.sort_by_key(|&i| topo_rank[i]);
 
         let mut slots: Vec<FetchSlot> = Vec::new();
         let mut slot_for = |slot: FetchSlot| -> usize {
@@ -88,13 +89,13 @@ impl Plan {
         let mut steps = Vec::new();
         let mut step_of: HashMap<FeatureId, usize> = HashMap::new();
         for &id in &order {
-            let FeatureKind::OnDemand { dependencies, .. } = &registry.feature(id).kind else {
+            let FeatureKind::OnDemand { dependencies, .. } = &features[id].kind else {
                 continue;
             };
             let inputs = dependencies
                 .iter()
                 .map(|d| {
-                    if registry.feature(d.feature).is_pipeline() {
+                    if features[d.feature].is_pipeline() {
                         // `latest` has no parameters, so every dependent shares one read.
                         let args_from = if d.query == QueryKind::Latest {
                             d.feature
@@ -120,7 +121,7 @@ impl Plan {
         let results = targets
             .iter()
             .map(|&t| {
-                if registry.feature(t).is_pipeline() {
+                if features[t].is_pipeline() {
                     Source::Slot(slot_for(FetchSlot {
                         feature: t,
                         query: SlotQuery::Direct,

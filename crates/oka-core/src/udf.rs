@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::registry::Entity;
+use crate::entity::Entity;
 use crate::value::{Row, Timestamp, Value};
 
 /// Why a UDF did not produce a value for one key. It affects only that key.

@@ -66,15 +66,11 @@ impl std::fmt::Debug for ApiKeys {
     }
 }
 
-/// Equal in time independent of where the inputs differ.
+/// Equal in time independent of where the inputs differ (and of the given key's
+/// length beyond the lengths' comparison).
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        let x = a.get(i).copied().unwrap_or(0);
-        let y = b.get(i).copied().unwrap_or(0);
-        diff |= usize::from(x ^ y);
-    }
-    diff == 0
+    use subtle::ConstantTimeEq as _;
+    bool::from(a.ct_eq(b))
 }
 
 impl ApiKeys {

@@ -266,7 +266,7 @@ pub async fn serve(
                 phase: Arc::clone(&phase),
             },
         );
-    let mut stop = pin!(crate::runtime::stopped(stop));
+    let mut stop = pin!(crate::shutdown::stopped(stop));
     let mut stopping = false;
     let result = std::future::poll_fn(|cx| {
         if !stopping && stop.as_mut().poll(cx).is_ready() {

@@ -9,7 +9,8 @@
 //! - [`state`]: what handlers share (atomically reloadable), admission control;
 //!   [`auth`]: API keys; [`catalog`]: the registry as JSON.
 //! - [`runtime`]: per-core worker threads on `SO_REUSEPORT` listeners, their
-//!   accept loops and shutdown; [`conn`]: one connection and its timeouts.
+//!   accept loops and shutdown; [`conn`]: one connection and its timeouts;
+//!   `shutdown`: the signal they watch.
 
 pub mod auth;
 pub mod catalog;
@@ -20,6 +21,7 @@ pub mod metrics;
 pub mod router;
 pub mod runtime;
 pub mod serve;
+mod shutdown;
 pub mod state;
 pub mod stats;
 

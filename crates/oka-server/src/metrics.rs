@@ -4,12 +4,25 @@
 
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use oka_core::Registry;
 
-use crate::state::WorkerCounters;
+/// One worker's counters (read at scrape time).
+#[derive(Debug, Default)]
+pub struct WorkerCounters {
+    /// The worker's number.
+    pub index: usize,
+    /// Requests being served now.
+    pub in_flight: AtomicUsize,
+    /// Requests admitted.
+    pub requests: AtomicU64,
+    /// Requests refused by admission control.
+    pub shed: AtomicU64,
+    /// Client connections open now.
+    pub connections: AtomicUsize,
+}
 
 /// Latency buckets, seconds.
 pub const LATENCY_BUCKETS: &[f64] = &[

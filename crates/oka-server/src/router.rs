@@ -27,7 +27,7 @@ use crate::auth::Scope;
 use crate::error::ApiError;
 use crate::ingest;
 use crate::metrics::{Refusal, Route};
-use crate::serve;
+use crate::serve::{self, Dialect};
 use crate::state::{Admitted, AppState, ReloadError};
 
 /// The header that sets a request's deadline in milliseconds.
@@ -290,7 +290,7 @@ async fn compute(
     route: Route,
     headers: &HeaderMap,
     body: impl Future<Output = Result<Bytes, ApiError>>,
-    volga: bool,
+    dialect: Dialect,
 ) -> Response {
     let started = Instant::now();
     state.shared.metrics.in_flight().add(1);
@@ -299,7 +299,7 @@ async fn compute(
         let deadline = deadline_header(headers)?;
         let body = body.await?;
         let _slot = admit(state)?;
-        let (out, timing) = serve::features(state, &body, volga, started, deadline).await?;
+        let (out, timing) = serve::features(state, &body, dialect, started, deadline).await?;
         let mut resp = json_response(out);
         if let Ok(v) = HeaderValue::from_str(&timing.header()) {
             resp.headers_mut().insert("server-timing", v);
@@ -312,12 +312,12 @@ async fn compute(
 
 async fn post_features(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
-    compute(&state, Route::Features, &headers, body, false).await
+    compute(&state, Route::Features, &headers, body, Dialect::Oka).await
 }
 
 async fn post_volga(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
-    compute(&state, Route::VolgaPost, &headers, body, true).await
+    compute(&state, Route::VolgaPost, &headers, body, Dialect::Volga).await
 }
 
 /// Volga's `GET /on_demand_compute/{json}`: the request is percent-encoded JSON in
@@ -338,7 +338,7 @@ async fn get_volga(State(state): State<AppState>, headers: HeaderMap, uri: Uri) 
         }
         Ok(Bytes::from(percent_decode_str(raw).collect::<Vec<u8>>()))
     };
-    compute(&state, Route::VolgaGet, &headers, body, true).await
+    compute(&state, Route::VolgaGet, &headers, body, Dialect::Volga).await
 }
 
 async fn get_catalog(State(state): State<AppState>, headers: HeaderMap) -> Response {

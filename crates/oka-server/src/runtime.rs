@@ -22,9 +22,10 @@ use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
 use crate::conn::{self, ConnTimeouts};
-use crate::metrics::{Metrics, Refusal};
+use crate::metrics::{Metrics, Refusal, WorkerCounters};
 use crate::router::{admin_router, router};
-use crate::state::{AppState, Shared, WorkerCounters};
+use crate::shutdown::stopped;
+use crate::state::{AppState, Shared};
 
 /// How workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -209,15 +210,6 @@ fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.listen(1024)?;
     socket.set_nonblocking(true)?;
     Ok(socket.into())
-}
-
-/// Resolves once `rx` reads true (or its sender is gone).
-pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
-    while !*rx.borrow_and_update() {
-        if rx.changed().await.is_err() {
-            return;
-        }
-    }
 }
 
 /// What a server thread reports when it ends.

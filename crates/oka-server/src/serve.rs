@@ -93,13 +93,32 @@ fn deadline_exceeded(deadline: Duration) -> ApiError {
     )
 }
 
-/// Serves one feature request. `volga` selects Volga's integer `server_id`;
+/// Which API a feature request came in on: the wire format differs in details.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    /// Oka's own API (`POST /v1/features`).
+    Oka,
+    /// Volga's routes (`/on_demand_compute`): an integer `server_id`.
+    Volga,
+}
+
+impl Dialect {
+    /// The `server_id` this worker writes in answers of this dialect (JSON).
+    fn server_id(self, state: &AppState) -> &str {
+        match self {
+            Self::Oka => &state.server_id,
+            Self::Volga => &state.volga_server_id,
+        }
+    }
+}
+
+/// Serves one feature request in `dialect`;
 /// `deadline` (from the `X-Oka-Deadline-Ms` header) overrides the body's
 /// `deadline_ms` and the server's default, and counts from `started`.
 pub async fn features(
     state: &AppState,
     body: &[u8],
-    volga: bool,
+    dialect: Dialect,
     started: Instant,
     deadline: Option<Duration>,
 ) -> Result<(Vec<u8>, Timing), ApiError> {
@@ -188,11 +207,7 @@ pub async fn features(
     // 4. Encode.
     let t = Instant::now();
     let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
-    let server_id = if volga {
-        &state.volga_server_id
-    } else {
-        &state.server_id
-    };
+    let server_id = dialect.server_id(state);
     encode::write_response(registry, &prepared, &outputs, server_id, &mut body);
     timing.encode = t.elapsed();
 

@@ -1,7 +1,7 @@
 //! What handlers share: the loaded registry (swapped atomically on reload), API
 //! keys, the store, metrics, limits, and each worker's identity and counters.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use tracing::{info, warn};
 
 use crate::auth::ApiKeys;
 use crate::catalog;
-use crate::metrics::{Metrics, RegistryMetrics, ReloadResult};
+use crate::metrics::{Metrics, RegistryMetrics, ReloadResult, WorkerCounters};
 use crate::stats::Stats;
 use oka_ingest::{WritePath, WriterConfig};
 
@@ -117,21 +117,6 @@ pub enum ReloadError {
 /// Reloads run one at a time, at most one per this interval by default, so a
 /// flood of reload requests cannot take CPU from serving.
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(1);
-
-/// One worker's counters.
-#[derive(Debug, Default)]
-pub struct WorkerCounters {
-    /// The worker's number.
-    pub index: usize,
-    /// Requests being served now.
-    pub in_flight: AtomicUsize,
-    /// Requests admitted.
-    pub requests: AtomicU64,
-    /// Requests refused by admission control.
-    pub shed: AtomicU64,
-    /// Client connections open now.
-    pub connections: AtomicUsize,
-}
 
 /// State shared by every worker.
 pub struct Shared {
@@ -289,7 +274,7 @@ impl Shared {
 
     /// Resolves when shutdown begins.
     pub fn drained(&self) -> impl Future<Output = ()> + Send + 'static {
-        crate::runtime::stopped(self.draining.subscribe())
+        crate::shutdown::stopped(self.draining.subscribe())
     }
 
     /// Registers a worker's counters (for metrics).

@@ -176,27 +176,27 @@ pub struct StatsBody {
     pub window_s: u64,
     /// Feature requests per second.
     pub qps: f64,
-    #[allow(missing_docs)]
+    /// Request latency, median, ms.
     pub server_p50: f64,
-    #[allow(missing_docs)]
+    /// Request latency, 75th percentile, ms.
     pub server_p75: f64,
-    #[allow(missing_docs)]
+    /// Request latency, 95th percentile, ms.
     pub server_p95: f64,
-    #[allow(missing_docs)]
+    /// Request latency, 99th percentile, ms.
     pub server_p99: f64,
-    #[allow(missing_docs)]
+    /// Request latency, mean, ms.
     pub server_avg: f64,
     /// Store reads per second.
     pub db_qps: f64,
-    #[allow(missing_docs)]
+    /// Store read latency, median, ms.
     pub db_p50: f64,
-    #[allow(missing_docs)]
+    /// Store read latency, 75th percentile, ms.
     pub db_p75: f64,
-    #[allow(missing_docs)]
+    /// Store read latency, 95th percentile, ms.
     pub db_p95: f64,
-    #[allow(missing_docs)]
+    /// Store read latency, 99th percentile, ms.
     pub db_p99: f64,
-    #[allow(missing_docs)]
+    /// Store read latency, mean, ms.
     pub db_avg: f64,
 }
 

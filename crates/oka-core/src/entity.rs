@@ -1,0 +1,58 @@
+//! Entities: the schema of a feature's records (key fields, a timestamp, values).
+
+use std::sync::Arc;
+
+use crate::value::FieldType;
+
+/// A column of an entity.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Column {
+    /// Field name.
+    pub name: Arc<str>,
+    /// Field type.
+    pub ty: FieldType,
+}
+
+/// An entity schema. Columns are the key fields, then the timestamp, then the value
+/// fields.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entity {
+    /// Entity name.
+    pub name: Arc<str>,
+    /// All columns.
+    pub columns: Vec<Column>,
+    /// Indices of the key columns, in key order.
+    pub key_index: Vec<usize>,
+    /// Index of the timestamp column.
+    pub timestamp_index: usize,
+    /// Each column's name as a JSON object key with its colon (`"name":`), written
+    /// once per record on the response path.
+    pub(crate) json_keys: Box<[Box<[u8]>]>,
+}
+
+impl Entity {
+    /// A column's index by name.
+    pub fn column_index(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| &*c.name == name)
+    }
+
+    /// Column `i`'s name as a JSON object key followed by `:`.
+    pub fn json_key(&self, i: usize) -> &[u8] {
+        self.json_keys.get(i).map_or(b"", |k| k)
+    }
+
+    /// The key columns' indices.
+    pub fn key_columns(&self) -> impl Iterator<Item = usize> + '_ {
+        self.key_index.iter().copied()
+    }
+
+    /// The key columns.
+    pub fn keys(&self) -> impl Iterator<Item = &Column> + '_ {
+        self.key_index.iter().map(|&i| &self.columns[i])
+    }
+
+    /// The timestamp column's name.
+    pub fn timestamp_name(&self) -> &str {
+        &self.columns[self.timestamp_index].name
+    }
+}

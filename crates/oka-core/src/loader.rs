@@ -1,0 +1,612 @@
+//! The spec loader: a parsed [`Spec`] → a validated, planned [`Registry`], with
+//! every problem reported by its place in the spec.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+
+use crate::cel_udf::{self, Binding, CelUdf};
+use crate::entity::{Column, Entity};
+use crate::error::{SpecError, SpecErrors};
+use crate::feature::{
+    Arg, DEFAULT_HISTORY, Dependency, Feature, FeatureId, FeatureKind, QueryKind, UdfImpl,
+};
+use crate::plan::{Plan, PlanCache};
+use crate::registry::Registry;
+use crate::spec::{
+    DependencySpec, EntitySpec, FeatureKindSpec, FeatureSpec, MockSourceSpec, QueryKindSpec,
+    SPEC_VERSION, Spec,
+};
+use crate::udf::NativeUdfs;
+use crate::value::FieldType;
+
+impl Registry {
+    /// Parses, validates and plans a YAML spec. `origin` (the file path) prefixes
+    /// every error.
+    pub fn from_yaml(origin: &str, yaml: &str, natives: &NativeUdfs) -> Result<Self, SpecErrors> {
+        let spec = Spec::from_yaml(origin, yaml)?;
+        Self::load(origin, spec, natives)
+    }
+
+    /// Validates and plans a parsed spec; reports every problem found.
+    pub fn load(origin: &str, spec: Spec, natives: &NativeUdfs) -> Result<Self, SpecErrors> {
+        Loader::new(origin).load(spec, natives)
+    }
+}
+
+struct Loader {
+    origin: String,
+    errors: Vec<SpecError>,
+}
+
+impl Loader {
+    fn new(origin: &str) -> Self {
+        Self {
+            origin: origin.to_owned(),
+            errors: Vec::new(),
+        }
+    }
+
+    fn err(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.errors
+            .push(SpecError::new(&self.origin, path, message));
+    }
+
+    fn check_name(&mut self, path: &str, what: &str, name: &str) {
+        let mut chars = name.chars();
+        let ok = chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !ok {
+            self.err(
+                path,
+                format!("{what} name `{name}` must be an identifier ([A-Za-z_][A-Za-z0-9_]*)"),
+            );
+        } else if matches!(what, "feature" | "argument") && cel_udf::is_reserved(name) {
+            self.err(path, format!("{what} name `{name}` is reserved"));
+        }
+    }
+
+    fn load(mut self, spec: Spec, natives: &NativeUdfs) -> Result<Registry, SpecErrors> {
+        if spec.version != SPEC_VERSION {
+            self.err(
+                "version",
+                format!(
+                    "unsupported spec version {} (expected {SPEC_VERSION})",
+                    spec.version
+                ),
+            );
+            return Err(SpecErrors(self.errors));
+        }
+        let entities = self.entities(&spec.entities);
+
+        // Features: names, entities, kinds, dependency ids.
+        let names: HashMap<Arc<str>, FeatureId> = spec
+            .features
+            .keys()
+            .enumerate()
+            .map(|(i, n)| (Arc::<str>::from(n.as_str()), i))
+            .collect();
+        let mut deps_of: Vec<Vec<Dependency>> = Vec::with_capacity(spec.features.len());
+        for (name, f) in &spec.features {
+            let path = format!("features.{name}");
+            self.check_name(&path, "feature", name);
+            if !entities.contains_key(f.entity.as_str()) {
+                self.err(
+                    format!("{path}.entity"),
+                    format!("unknown entity `{}`", f.entity),
+                );
+            }
+            deps_of.push(self.dependencies(&path, f, &spec.features, &names));
+        }
+        if !self.errors.is_empty() {
+            return Err(SpecErrors(self.errors));
+        }
+
+        let topo = match topo_order(&deps_of) {
+            Ok(order) => order,
+            Err(cycle) => {
+                let names: Vec<&str> = cycle
+                    .iter()
+                    .map(|&i| spec.features.get_index(i).map_or("?", |(n, _)| n.as_str()))
+                    .collect();
+                self.err(
+                    format!("features.{}.dependencies", names[0]),
+                    format!("dependency cycle: {}", names.join(" -> ")),
+                );
+                return Err(SpecErrors(self.errors));
+            }
+        };
+        let mut topo_rank = vec![0; topo.len()];
+        for (rank, &id) in topo.iter().enumerate() {
+            topo_rank[id] = rank;
+        }
+
+        // Build features in dependency order so UDFs see their inputs' schemas.
+        let cel_env = cel_udf::env();
+        let mut built: Vec<Option<Feature>> = vec![None; spec.features.len()];
+        for &id in &topo {
+            let Some((name, f)) = spec.features.get_index(id) else {
+                continue;
+            };
+            let entity = Arc::clone(&entities[f.entity.as_str()]);
+            let kind = match f.kind {
+                FeatureKindSpec::Pipeline => FeatureKind::Pipeline {
+                    history: f.history.unwrap_or(DEFAULT_HISTORY),
+                    ttl: f
+                        .ttl_s
+                        .filter(|t| *t > 0.0 && t.is_finite())
+                        .map(std::time::Duration::from_secs_f64),
+                    source: f.source.as_ref().map(|s| s.mock.clone()),
+                },
+                FeatureKindSpec::OnDemand => {
+                    match self.on_demand(name, f, &entity, &deps_of[id], &built, natives, &cel_env)
+                    {
+                        Some(k) => k,
+                        None => continue,
+                    }
+                }
+            };
+            if let FeatureKind::Pipeline {
+                source: Some(src), ..
+            } = &kind
+            {
+                self.check_source(
+                    &format!("features.{name}.source.mock"),
+                    src,
+                    &entity,
+                    &cel_env,
+                );
+            }
+            built[id] = Some(Feature {
+                id,
+                name: name.as_str().into(),
+                entity,
+                description: f.description.clone(),
+                kind,
+            });
+        }
+        if !self.errors.is_empty() {
+            return Err(SpecErrors(self.errors));
+        }
+        let features: Vec<Feature> = built.into_iter().flatten().collect();
+        let by_name = features
+            .iter()
+            .map(|f| (Arc::clone(&f.name), f.id))
+            .collect();
+        let mut registry = Registry {
+            spec,
+            origin: self.origin,
+            entities,
+            features,
+            by_name,
+            topo_rank,
+            single_plans: Vec::new(),
+            plan_cache: PlanCache::default(),
+            cel_env,
+        };
+        registry.single_plans = (0..registry.features.len())
+            .map(|id| Arc::new(Plan::build(&registry.features, &registry.topo_rank, &[id])))
+            .collect();
+        Ok(registry)
+    }
+
+    fn entities(
+        &mut self,
+        specs: &IndexMap<String, EntitySpec>,
+    ) -> IndexMap<Arc<str>, Arc<Entity>> {
+        let mut out = IndexMap::new();
+        for (name, e) in specs {
+            let path = format!("entities.{name}");
+            self.check_name(&path, "entity", name);
+            if e.keys.is_empty() {
+                self.err(
+                    format!("{path}.keys"),
+                    "an entity needs at least one key field",
+                );
+            }
+            let mut columns = Vec::new();
+            let mut key_index = Vec::new();
+            for (k, ty) in &e.keys {
+                self.check_name(&format!("{path}.keys.{k}"), "field", k);
+                if !ty.is_key_type() {
+                    self.err(
+                        format!("{path}.keys.{k}"),
+                        format!("key field `{k}` has type {ty}; keys must be string or int"),
+                    );
+                }
+                key_index.push(columns.len());
+                columns.push(Column {
+                    name: k.as_str().into(),
+                    ty: ty.clone(),
+                });
+            }
+            self.check_name(&format!("{path}.timestamp"), "field", &e.timestamp);
+            let timestamp_index = columns.len();
+            columns.push(Column {
+                name: e.timestamp.as_str().into(),
+                ty: FieldType::Timestamp,
+            });
+            for (k, ty) in &e.fields {
+                self.check_name(&format!("{path}.fields.{k}"), "field", k);
+                columns.push(Column {
+                    name: k.as_str().into(),
+                    ty: ty.clone(),
+                });
+            }
+            let mut seen = std::collections::HashSet::new();
+            for c in &columns {
+                if !seen.insert(c.name.clone()) {
+                    self.err(&path, format!("field `{}` is declared twice", c.name));
+                }
+            }
+            out.insert(
+                Arc::<str>::from(name.as_str()),
+                Arc::new(Entity {
+                    name: name.as_str().into(),
+                    json_keys: columns
+                        .iter()
+                        .map(|c| {
+                            let mut k = Vec::with_capacity(c.name.len() + 3);
+                            crate::value::write_json_str(&mut k, &c.name);
+                            k.push(b':');
+                            k.into_boxed_slice()
+                        })
+                        .collect(),
+                    columns,
+                    key_index,
+                    timestamp_index,
+                }),
+            );
+        }
+        out
+    }
+
+    fn dependencies(
+        &mut self,
+        path: &str,
+        f: &FeatureSpec,
+        all: &IndexMap<String, FeatureSpec>,
+        names: &HashMap<Arc<str>, FeatureId>,
+    ) -> Vec<Dependency> {
+        let mut out = Vec::new();
+        match f.kind {
+            FeatureKindSpec::Pipeline => {
+                for (field, present) in [
+                    ("dependencies", !f.dependencies.is_empty()),
+                    ("args", !f.args.is_empty()),
+                    ("udf", f.udf.is_some()),
+                ] {
+                    if present {
+                        self.err(
+                            format!("{path}.{field}"),
+                            format!("a pipeline feature has no `{field}`"),
+                        );
+                    }
+                }
+                if f.history == Some(0) {
+                    self.err(format!("{path}.history"), "history must be at least 1");
+                }
+                if f.ttl_s.is_some_and(|t| !(t > 0.0 && t.is_finite())) {
+                    self.err(
+                        format!("{path}.ttl_s"),
+                        "ttl_s must be a positive number of seconds",
+                    );
+                }
+                return out;
+            }
+            FeatureKindSpec::OnDemand => {
+                for (field, present) in [
+                    ("history", f.history.is_some()),
+                    ("ttl_s", f.ttl_s.is_some()),
+                    ("source", f.source.is_some()),
+                ] {
+                    if present {
+                        self.err(
+                            format!("{path}.{field}"),
+                            format!("an on-demand feature has no `{field}`"),
+                        );
+                    }
+                }
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, d) in f.dependencies.iter().enumerate() {
+            let dpath = format!("{path}.dependencies[{i}]");
+            let (dep_name, query) = match d {
+                DependencySpec::Name(n) => (n.as_str(), QueryKind::Latest),
+                DependencySpec::Query(q) => {
+                    let kind = match q.query {
+                        QueryKindSpec::Latest => QueryKind::Latest,
+                        QueryKindSpec::Range => QueryKind::Range {
+                            lookback_s: q.lookback_s,
+                        },
+                        QueryKindSpec::LastN => QueryKind::LastN { n: q.n },
+                    };
+                    if q.n.is_some() && q.query != QueryKindSpec::LastN {
+                        self.err(&dpath, "`n` applies only to `last_n`");
+                    }
+                    if q.n == Some(0) {
+                        self.err(&dpath, "`n` must be at least 1");
+                    }
+                    if q.lookback_s.is_some() && q.query != QueryKindSpec::Range {
+                        self.err(&dpath, "`lookback_s` applies only to `range`");
+                    }
+                    if q.lookback_s.is_some_and(|s| !(s > 0.0 && s.is_finite())) {
+                        self.err(&dpath, "`lookback_s` must be a positive number");
+                    }
+                    (q.feature.as_str(), kind)
+                }
+            };
+            let Some(&id) = names.get(dep_name) else {
+                self.err(&dpath, format!("unknown feature `{dep_name}`"));
+                continue;
+            };
+            if !seen.insert(dep_name) {
+                self.err(&dpath, format!("`{dep_name}` is listed twice"));
+            }
+            let dep_is_pipeline = all[id].kind == FeatureKindSpec::Pipeline;
+            if !dep_is_pipeline && query != QueryKind::Latest {
+                self.err(
+                    &dpath,
+                    format!(
+                        "`{}` applies only to pipeline features; `{dep_name}` is on-demand",
+                        query.name()
+                    ),
+                );
+            }
+            out.push(Dependency { feature: id, query });
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn on_demand(
+        &mut self,
+        name: &str,
+        f: &FeatureSpec,
+        entity: &Arc<Entity>,
+        deps: &[Dependency],
+        built: &[Option<Feature>],
+        natives: &NativeUdfs,
+        cel_env: &Arc<cel::Env>,
+    ) -> Option<FeatureKind> {
+        let path = format!("features.{name}");
+        let mut input_names = Vec::new();
+        let mut input_entities = Vec::new();
+        let mut bindings = Vec::new();
+        for d in deps {
+            // Dependencies come first in topological order, so they are built
+            // unless they failed validation themselves.
+            let dep = built[d.feature].as_ref()?;
+            input_names.push(Arc::clone(&dep.name));
+            input_entities.push(Arc::clone(&dep.entity));
+            let b = match d.query {
+                QueryKind::Latest => Binding::Record(Arc::clone(&dep.entity)),
+                _ => Binding::Records(Arc::clone(&dep.entity)),
+            };
+            bindings.push((Arc::clone(&dep.name), b));
+        }
+        let mut args = Vec::new();
+        for (arg, a) in &f.args {
+            let apath = format!("{path}.args.{arg}");
+            self.check_name(&apath, "argument", arg);
+            if input_names.iter().any(|n| &**n == arg.as_str()) {
+                self.err(
+                    &apath,
+                    format!("argument `{arg}` clashes with the dependency of that name"),
+                );
+            }
+            let default = match &a.default {
+                None => None,
+                Some(j) => match a.ty.from_json(j) {
+                    Ok(v) => Some(v),
+                    Err(e) => {
+                        self.err(
+                            format!("{apath}.default"),
+                            format!("default does not match type {}: {e}", a.ty),
+                        );
+                        None
+                    }
+                },
+            };
+            let arg_name: Arc<str> = arg.as_str().into();
+            bindings.push((Arc::clone(&arg_name), Binding::Scalar(a.ty.clone())));
+            args.push(Arg {
+                name: arg_name,
+                ty: a.ty.clone(),
+                default,
+            });
+        }
+        bindings.push((cel_udf::NOW.into(), Binding::Scalar(FieldType::Timestamp)));
+
+        let udf = match &f.udf {
+            None => {
+                self.err(
+                    &path,
+                    "an on-demand feature needs a `udf` (`expr` or `native`)",
+                );
+                return None;
+            }
+            Some(u) => match (&u.expr, &u.native) {
+                (Some(exprs), None) => match CelUdf::compile(cel_env, entity, exprs, &bindings) {
+                    Ok(c) => UdfImpl::Cel(Arc::new(c)),
+                    Err(problems) => {
+                        for p in problems {
+                            let p_path = match &p.field {
+                                Some(field) => format!("{path}.udf.expr.{field}"),
+                                None => format!("{path}.udf.expr"),
+                            };
+                            self.err(p_path, p.message);
+                        }
+                        return None;
+                    }
+                },
+                (None, Some(n)) => {
+                    match natives.get(n) {
+                        Some(udf) => UdfImpl::Native {
+                            name: n.as_str().into(),
+                            udf,
+                        },
+                        None => {
+                            let known = natives.names();
+                            self.err(
+                            format!("{path}.udf.native"),
+                            format!(
+                                "no native udf `{n}` is registered in this binary (registered: {})",
+                                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+                            ),
+                        );
+                            return None;
+                        }
+                    }
+                }
+                _ => {
+                    self.err(
+                        format!("{path}.udf"),
+                        "give exactly one of `expr` and `native`",
+                    );
+                    return None;
+                }
+            },
+        };
+        let arg_names = args.iter().map(|a| Arc::clone(&a.name)).collect();
+        Some(FeatureKind::OnDemand {
+            dependencies: deps.to_vec(),
+            input_names,
+            input_entities,
+            args,
+            arg_names,
+            udf,
+        })
+    }
+
+    fn check_source(
+        &mut self,
+        path: &str,
+        src: &MockSourceSpec,
+        entity: &Entity,
+        env: &Arc<cel::Env>,
+    ) {
+        if src.period_s.is_some_and(|p| !(p >= 0.0 && p.is_finite())) {
+            self.err(
+                format!("{path}.period_s"),
+                "period_s must be a non-negative number",
+            );
+        }
+        match (&src.items, &src.generate) {
+            (Some(items), None) => {
+                for (i, item) in items.iter().enumerate() {
+                    for (k, v) in item {
+                        match entity.column_index(k) {
+                            None => self.err(
+                                format!("{path}.items[{i}].{k}"),
+                                format!("entity `{}` has no field `{k}`", entity.name),
+                            ),
+                            Some(c) if c == entity.timestamp_index => self.err(
+                                format!("{path}.items[{i}].{k}"),
+                                "the timestamp is the emit time; leave it out",
+                            ),
+                            Some(c) => {
+                                if let Err(e) = entity.columns[c].ty.from_json(v) {
+                                    self.err(format!("{path}.items[{i}].{k}"), e);
+                                }
+                            }
+                        }
+                    }
+                    for key in entity.keys() {
+                        if !item.contains_key(&*key.name) {
+                            self.err(
+                                format!("{path}.items[{i}]"),
+                                format!("missing key field `{}`", key.name),
+                            );
+                        }
+                    }
+                }
+            }
+            (None, Some(generate)) => {
+                for (k, expr) in &generate.columns {
+                    let cpath = format!("{path}.generate.columns.{k}");
+                    match entity.column_index(k) {
+                        None => self.err(
+                            &cpath,
+                            format!("entity `{}` has no field `{k}`", entity.name),
+                        ),
+                        Some(c) if c == entity.timestamp_index => {
+                            self.err(&cpath, "the timestamp is the emit time; leave it out")
+                        }
+                        Some(c) => {
+                            // Compile, then run once (i = 0, tick = 0) to check the type.
+                            let ty = &entity.columns[c].ty;
+                            let checked = cel_udf::compile_scalar(env, expr, &["i", "tick"])
+                                .and_then(|p| {
+                                    let v =
+                                        cel_udf::eval_scalar(env, &p, &[("i", 0), ("tick", 0)])?;
+                                    ty.coerce(v).map(|_| ()).ok_or_else(|| {
+                                        format!("the expression does not give a {ty}")
+                                    })
+                                });
+                            if let Err(e) = checked {
+                                self.err(&cpath, e);
+                            }
+                        }
+                    }
+                }
+                for key in entity.keys() {
+                    if !generate.columns.contains_key(&*key.name) {
+                        self.err(
+                            format!("{path}.generate.columns"),
+                            format!("missing key field `{}`", key.name),
+                        );
+                    }
+                }
+            }
+            _ => self.err(path, "give exactly one of `items` and `generate`"),
+        }
+    }
+}
+
+/// Returns the nodes in dependency order, or one cycle.
+fn topo_order(deps_of: &[Vec<Dependency>]) -> Result<Vec<FeatureId>, Vec<FeatureId>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Active,
+        Done,
+    }
+    fn visit(
+        n: FeatureId,
+        deps_of: &[Vec<Dependency>],
+        marks: &mut [Mark],
+        stack: &mut Vec<FeatureId>,
+        order: &mut Vec<FeatureId>,
+    ) -> Result<(), Vec<FeatureId>> {
+        match marks[n] {
+            Mark::Done => return Ok(()),
+            Mark::Active => {
+                let start = stack.iter().position(|&x| x == n).unwrap_or(0);
+                let mut cycle = stack[start..].to_vec();
+                cycle.push(n);
+                return Err(cycle);
+            }
+            Mark::New => {}
+        }
+        marks[n] = Mark::Active;
+        stack.push(n);
+        for d in &deps_of[n] {
+            visit(d.feature, deps_of, marks, stack, order)?;
+        }
+        stack.pop();
+        marks[n] = Mark::Done;
+        order.push(n);
+        Ok(())
+    }
+    let mut marks = vec![Mark::New; deps_of.len()];
+    let mut order = Vec::with_capacity(deps_of.len());
+    for n in 0..deps_of.len() {
+        visit(n, deps_of, &mut marks, &mut Vec::new(), &mut order)?;
+    }
+    Ok(order)
+}
