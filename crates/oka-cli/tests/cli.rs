@@ -1106,3 +1106,18 @@ fn oka_ingest_streams_a_file_larger_than_its_memory() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn the_old_batches_in_flight_name_still_works_and_warns() {
+    let file = tmp_file("old-name.jsonl", "{\"id\":\"a\",\"value\":1.0}\n");
+    let (ok, _, stderr, _) = ingest_file(&file, &["--max-in-flight", "2"]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("`--max-in-flight` / `OKA_MAX_IN_FLIGHT` (2) is deprecated and was used")
+            && stderr.contains("--max-batches-in-flight"),
+        "{stderr}"
+    );
+    let (ok, _, stderr, _) = ingest_file(&file, &["--max-batches-in-flight", "2"]);
+    assert!(ok, "{stderr}");
+    assert!(!stderr.contains("deprecated"), "{stderr}");
+}

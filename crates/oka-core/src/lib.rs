@@ -1,18 +1,22 @@
-//! Oka's feature model, with no I/O.
+//! Oka's feature model, with no I/O. Modules, lowest first (a module imports only
+//! the ones above it; `scripts/check-structure` keeps it so):
 //!
-//! - [`value`]: typed values, timestamps, rows (records of an entity).
-//! - [`key`]: canonical entity keys.
-//! - [`spec`]: the YAML feature spec as written.
-//! - [`entity`]: entity schemas; [`feature`]: features and their kinds.
-//! - [`loader`]: spec → registry, every problem reported with its place.
-//! - [`registry`]: the validated spec — entities, features, UDFs — built once at load.
+//! - [`value`]: typed values, timestamps, rows (records of an entity);
+//!   [`key`]: canonical entity keys; [`query`]: storage queries (`latest`, `range`,
+//!   `last_n`); [`error`]: spec errors and request error codes; [`spec`]: the YAML
+//!   feature spec as written.
+//! - [`entity`]: entity schemas.
+//! - [`udf`] and [`cel_udf`]: the UDF interface and native registration; CEL UDFs.
+//! - [`feature`]: features and their kinds.
 //! - [`plan`]: which pipeline reads and which UDFs a set of targets needs.
-//! - [`request`]: the feature request and its validation into executable groups.
-//! - [`query`]: storage queries (`latest`, `range`, `last_n`).
-//! - [`execute`]: runs UDFs over fetched records (sans-IO; the server does the reads).
+//! - [`registry`]: the validated spec — entities, features, plans — built once at load.
+//! - `topo` and [`loader`]: the dependency order; spec → registry, every problem
+//!   reported with its place.
+//! - [`request`]: the feature request, and its preparation into [`Prepared`]: the
+//!   reads to perform (by [`request::FetchId`]) and the groups to execute.
+//! - [`execute`]: the reads' results by id ([`execute::Fetched`]) → UDFs →
+//!   [`execute::Outputs`] (sans-IO; the server does the reads).
 //! - [`encode`]: the response body.
-//! - [`udf`] and [`cel_udf`]: the UDF interface, native registration, CEL UDFs.
-//! - [`error`]: spec errors and request error codes.
 
 pub mod cel_udf;
 pub mod encode;
@@ -27,6 +31,7 @@ pub mod query;
 pub mod registry;
 pub mod request;
 pub mod spec;
+mod topo;
 pub mod udf;
 pub mod value;
 

@@ -13,7 +13,7 @@
 //! hyper's own header timer also runs between requests, so one timer would be
 //! both; the split is kept here: [`Clocked`] wraps the socket and fails a read
 //! with `TimedOut` when the deadline of the connection's current phase passes,
-//! and [`Tracked`] tells it when a request is being served (no connection
+//! and `Tracked` tells it when a request is being served (no connection
 //! deadline then).
 //!
 //! On shutdown the connection is asked to finish gracefully: an idle connection,
@@ -335,7 +335,7 @@ const REFUSAL_LINGER: Duration = Duration::from_millis(500);
 
 /// Answers a refused connection with 503 and closes it. The answer goes out first,
 /// then a half-close; what the client had sent is read and dropped for up to
-/// [`REFUSAL_LINGER`], so that closing does not reset the connection before the
+/// `REFUSAL_LINGER`, so that closing does not reset the connection before the
 /// client reads the answer.
 pub async fn refuse(mut stream: TcpStream) {
     refuse_now(&stream);

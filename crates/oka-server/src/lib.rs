@@ -1,6 +1,6 @@
 //! Oka's HTTP serving. The server never names a concrete store backend.
 //!
-//! - [`router`]: the serving router (`/v1/features`, Volga's `/on_demand_compute`,
+//! - [`router`](mod@router): the serving router (`/v1/features`, Volga's `/on_demand_compute`,
 //!   `/v1/ingest`) and the admin router (`/healthz`, `/readyz`, `/metrics`, `/stats`).
 //! - [`serve`]: the feature request path — parse, prepare, batched reads, UDFs, encode.
 //! - [`ingest`]: `POST /v1/ingest` (the write path itself is the `oka-ingest` crate).

@@ -1,0 +1,365 @@
+//! Compiling a CEL UDF: parse each output expression, check its names and fields
+//! against the bindings, and dry-run it over typed placeholders.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
+use cel::objects::Key;
+use cel::{Context, Env, ExecutionError, Program};
+
+use crate::entity::Entity;
+use crate::value::{FieldType, Row, Timestamp, Value};
+
+use super::convert::{from_cel, record_to_cel, to_cel};
+use super::fast::Fast;
+use super::{Binding, CelUdf, ExprProblem, NOW};
+
+impl CelUdf {
+    /// Compiles and checks `exprs` (output field → expression) for `output`, with
+    /// `bindings` visible by name (in the order the inputs and args are bound).
+    pub fn compile(
+        env: &Arc<Env>,
+        output: &Entity,
+        exprs: &indexmap::IndexMap<String, String>,
+        bindings: &[(Arc<str>, Binding)],
+    ) -> Result<Self, Vec<ExprProblem>> {
+        let mut problems = Vec::new();
+        let mut programs: Vec<Option<Program>> = std::iter::repeat_with(|| None)
+            .take(output.columns.len())
+            .collect();
+        let names: HashMap<&str, &Binding> = bindings.iter().map(|(n, b)| (&**n, b)).collect();
+        // (variable, field selected directly on it) for every reference.
+        let mut used: Vec<(String, Option<String>)> = Vec::new();
+
+        for (field, source) in exprs {
+            let problem = |message: String| ExprProblem {
+                field: Some(field.clone()),
+                message,
+            };
+            let Some(col) = output.column_index(field) else {
+                problems.push(problem(format!(
+                    "`{field}` is not a field of entity `{}`",
+                    output.name
+                )));
+                continue;
+            };
+            let program = match env.compile(source) {
+                Ok(p) => p,
+                Err(e) => {
+                    problems.push(problem(format!(
+                        "does not compile: {}",
+                        one_line(&e.to_string())
+                    )));
+                    continue;
+                }
+            };
+            let mut refs = Vec::new();
+            free_references(program.expression(), &mut Vec::new(), &mut refs);
+            used.extend(
+                refs.iter()
+                    .map(|r| (r.var.to_owned(), r.field.map(str::to_owned))),
+            );
+            let mut ok = true;
+            for r in &refs {
+                match (names.get(r.var), r.field) {
+                    (None, _) => {
+                        ok = false;
+                        problems.push(problem(format!(
+                            "references unknown name `{}` (known: {})",
+                            r.var,
+                            known_names(bindings)
+                        )));
+                    }
+                    (Some(Binding::Record(e)), Some(f)) if e.column_index(f).is_none() => {
+                        ok = false;
+                        problems.push(problem(format!(
+                            "`{}.{f}`: entity `{}` has no field `{f}`",
+                            r.var, e.name
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            if ok {
+                let expected = &output.columns[col].ty;
+                if let Err(message) = dry_run(env, &program, bindings, expected) {
+                    problems.push(problem(message));
+                    continue;
+                }
+            }
+            programs[col] = Some(program);
+        }
+        for (i, c) in output.columns.iter().enumerate() {
+            let defaulted = i == output.timestamp_index || output.key_index.contains(&i);
+            if !defaulted && !exprs.contains_key(&*c.name) {
+                problems.push(ExprProblem {
+                    field: None,
+                    message: format!("no expression for output field `{}`", c.name),
+                });
+            }
+        }
+        if !problems.is_empty() {
+            return Err(problems);
+        }
+        // Bind only what the expressions read: unread inputs and scalars are skipped,
+        // and a record read only through `dep.field` gets only those fields.
+        fn reads<'a>(
+            used: &'a [(String, Option<String>)],
+            name: &'a str,
+        ) -> impl Iterator<Item = &'a (String, Option<String>)> + 'a {
+            used.iter().filter(move |(v, _)| v == name)
+        }
+        let mut inputs = Vec::new();
+        let mut args_used = Vec::new();
+        let mut now_used = false;
+        for (name, b) in bindings {
+            match b {
+                Binding::Record(e) | Binding::Records(e) => {
+                    let mut refs = reads(&used, name).peekable();
+                    if refs.peek().is_none() {
+                        inputs.push(None);
+                        continue;
+                    }
+                    let whole = matches!(b, Binding::Records(_))
+                        || reads(&used, name).any(|(_, f)| f.is_none());
+                    let columns = e
+                        .columns
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, c)| {
+                            whole || reads(&used, name).any(|(_, f)| f.as_deref() == Some(&*c.name))
+                        })
+                        .map(|(i, c)| (i, Arc::clone(&c.name)))
+                        .collect();
+                    inputs.push(Some(columns));
+                }
+                Binding::Scalar(_) if &**name == NOW => {
+                    now_used = reads(&used, name).next().is_some()
+                }
+                Binding::Scalar(_) => args_used.push(reads(&used, name).next().is_some()),
+            }
+        }
+        // The fast forms: inputs by their index among the dependencies (only
+        // `latest` ones qualify), `double` arguments by their index among the args.
+        let (mut fast_inputs, mut fast_args) = (HashMap::new(), HashMap::new());
+        let (mut n_inputs, mut n_args) = (0, 0);
+        for (name, b) in bindings {
+            match b {
+                Binding::Record(e) => {
+                    fast_inputs.insert(&**name, (n_inputs, &**e));
+                    n_inputs += 1;
+                }
+                Binding::Records(_) => n_inputs += 1,
+                Binding::Scalar(_) if &**name == NOW => {}
+                Binding::Scalar(ty) => {
+                    if *ty == FieldType::Float {
+                        fast_args.insert(&**name, n_args);
+                    }
+                    n_args += 1;
+                }
+            }
+        }
+        let fast = programs
+            .iter()
+            .map(|p| match p {
+                None => Some(None),
+                Some(p) => match &p.expression().expr {
+                    Expr::Ident(name) if name == NOW => Some(Some(Fast::Now)),
+                    _ => Fast::of(p.expression(), &fast_inputs, &fast_args).map(Some),
+                },
+            })
+            .collect::<Option<Vec<_>>>();
+        Ok(Self {
+            env: Arc::clone(env),
+            programs,
+            inputs,
+            args_used,
+            now_used,
+            fast,
+        })
+    }
+}
+
+pub(super) fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn known_names(bindings: &[(Arc<str>, Binding)]) -> String {
+    let names: Vec<&str> = bindings.iter().map(|(n, _)| &**n).collect();
+    names.join(", ")
+}
+
+fn column_keys(e: &Entity) -> Arc<[Key]> {
+    e.columns
+        .iter()
+        .map(|c| Key::String(Arc::new(c.name.to_string())))
+        .collect()
+}
+
+/// A free variable, and the field selected on it directly if any (`x.f`).
+pub(super) struct Reference<'e> {
+    pub(super) var: &'e str,
+    pub(super) field: Option<&'e str>,
+}
+
+/// Collects free variables (not bound by a comprehension) and direct field selections.
+pub(super) fn free_references<'e>(
+    e: &'e IdedExpr,
+    bound: &mut Vec<&'e str>,
+    out: &mut Vec<Reference<'e>>,
+) {
+    match &e.expr {
+        Expr::Ident(name) => {
+            if !name.starts_with('@') && !bound.contains(&name.as_str()) {
+                out.push(Reference {
+                    var: name,
+                    field: None,
+                });
+            }
+        }
+        Expr::Select(sel) => {
+            if let Expr::Ident(name) = &sel.operand.expr
+                && !name.starts_with('@')
+                && !bound.contains(&name.as_str())
+            {
+                out.push(Reference {
+                    var: name,
+                    field: Some(&sel.field),
+                });
+                return;
+            }
+            free_references(&sel.operand, bound, out);
+        }
+        Expr::Call(call) => {
+            if let Some(t) = &call.target {
+                free_references(t, bound, out);
+            }
+            for a in &call.args {
+                free_references(a, bound, out);
+            }
+        }
+        Expr::Comprehension(c) => {
+            free_references(&c.iter_range, bound, out);
+            free_references(&c.accu_init, bound, out);
+            let depth = bound.len();
+            bound.push(&c.iter_var);
+            if let Some(v2) = &c.iter_var2 {
+                bound.push(v2);
+            }
+            bound.push(&c.accu_var);
+            free_references(&c.loop_cond, bound, out);
+            free_references(&c.loop_step, bound, out);
+            free_references(&c.result, bound, out);
+            bound.truncate(depth);
+        }
+        Expr::List(l) => {
+            for x in &l.elements {
+                free_references(x, bound, out);
+            }
+        }
+        Expr::Map(m) => entries(&m.entries, bound, out),
+        Expr::Struct(s) => entries(&s.entries, bound, out),
+        Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn entries<'e>(
+    es: &'e [cel::common::ast::IdedEntryExpr],
+    bound: &mut Vec<&'e str>,
+    out: &mut Vec<Reference<'e>>,
+) {
+    for entry in es {
+        match &entry.expr {
+            EntryExpr::StructField(f) => free_references(&f.value, bound, out),
+            EntryExpr::MapEntry(m) => {
+                free_references(&m.key, bound, out);
+                free_references(&m.value, bound, out);
+            }
+        }
+    }
+}
+
+/// Runs `program` once over typed placeholders to catch type errors at load: an
+/// operator applied to the wrong types, or a result that does not fit the field.
+/// Errors that depend on the data (division by zero, an index out of range) pass.
+fn dry_run(
+    env: &Arc<Env>,
+    program: &Program,
+    bindings: &[(Arc<str>, Binding)],
+    expected: &FieldType,
+) -> Result<(), String> {
+    let mut ctx = Context::with_env(Arc::clone(env));
+    for (name, b) in bindings {
+        let v = match b {
+            Binding::Record(e) => placeholder_record(e),
+            Binding::Records(e) => cel::Value::List(Arc::new(vec![placeholder_record(e)])),
+            Binding::Scalar(ty) => to_cel(&placeholder(ty)),
+        };
+        ctx.add_variable_from_value(&**name, v);
+    }
+    match program.execute(&ctx) {
+        Ok(v) => {
+            let got = from_cel(v).map_err(|e| format!("result {e}"))?;
+            if expected.coerce(got.clone()).is_none() {
+                return Err(format!(
+                    "type mismatch: the expression gives {}, the field is {expected}",
+                    value_type_name(&got)
+                ));
+            }
+            Ok(())
+        }
+        Err(ExecutionError::NoSuchOverload(o)) => Err(format!(
+            "type mismatch: no `{}` for ({})",
+            o.function(),
+            o.argument_types().join(", ")
+        )),
+        Err(ExecutionError::UndeclaredReference(name)) => {
+            Err(format!("references unknown function or name `{name}`"))
+        }
+        // Failures that depend on the values, not their types, pass: the
+        // placeholders are not the data.
+        Err(
+            ExecutionError::FunctionError { .. }
+            | ExecutionError::DivisionByZero(_)
+            | ExecutionError::RemainderByZero(_)
+            | ExecutionError::Overflow(..)
+            | ExecutionError::IndexOutOfBounds(_)
+            | ExecutionError::NoSuchKey(_)
+            | ExecutionError::DuplicateKey(_),
+        ) => Ok(()),
+        Err(other) => Err(format!("type mismatch: {}", one_line(&other.to_string()))),
+    }
+}
+
+fn value_type_name(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(_) => "bool".into(),
+        Value::Int(_) => "int".into(),
+        Value::Float(_) => "float".into(),
+        Value::String(_) => "string".into(),
+        Value::Timestamp(_) => "timestamp".into(),
+        Value::List(items) => match items.first() {
+            Some(x) => format!("list<{}>", value_type_name(x)),
+            None => "list".into(),
+        },
+    }
+}
+
+fn placeholder(ty: &FieldType) -> Value {
+    match ty {
+        FieldType::String => Value::String("x".into()),
+        FieldType::Int => Value::Int(1),
+        FieldType::Float => Value::Float(1.0),
+        FieldType::Bool => Value::Bool(true),
+        FieldType::Timestamp => Value::Timestamp(Timestamp(1_700_000_000_000_000)),
+        FieldType::List(inner) => Value::List(vec![placeholder(inner)].into()),
+    }
+}
+
+fn placeholder_record(e: &Entity) -> cel::Value {
+    let columns: Vec<Value> = e.columns.iter().map(|c| placeholder(&c.ty)).collect();
+    let keys: Vec<(usize, Key)> = column_keys(e).iter().cloned().enumerate().collect();
+    record_to_cel(&keys, &Row::new(Timestamp(0), columns))
+}

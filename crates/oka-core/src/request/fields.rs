@@ -1,0 +1,177 @@
+//! Small JSON objects of a request: key objects and argument maps.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::Value as Json;
+
+/// A JSON object with few fields (a key object, an argument map), parsed into a
+/// vector of (name, value) in request order.
+///
+/// Key objects have one to a few fields and a 100-key request parses a hundred of
+/// them, so a map's hashing and allocations were a large part of the parse. A
+/// repeated name keeps its last value (as a JSON map would); large objects are
+/// deduplicated through a hash index, so a hostile request cannot make parsing
+/// quadratic. Equality ignores field order.
+#[derive(Debug, Clone)]
+pub struct FieldMap<V>(Vec<(String, V)>);
+
+/// A key object: key field name → value.
+pub type KeyObject = FieldMap<Json>;
+
+/// Query or UDF arguments: parameter name → value.
+pub type ArgMap = FieldMap<Json>;
+
+/// Per-feature argument maps (`query_args`, `udf_args`); `null` stands for none.
+pub type ArgMaps = FieldMap<Option<ArgMap>>;
+
+/// Objects with more fields than this are deduplicated through a hash index.
+const LINEAR_DEDUP_MAX: usize = 16;
+
+impl<V> Default for FieldMap<V> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<V> FieldMap<V> {
+    /// The value of field `name`.
+    pub fn get(&self, name: &str) -> Option<&V> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// The field names, in request order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// The fields, in request order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v))
+    }
+
+    /// How many fields.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no fields.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<V: PartialEq> PartialEq for FieldMap<V> {
+    fn eq(&self, other: &Self) -> bool {
+        if self.len() != other.len() {
+            return false;
+        }
+        if self.len() <= LINEAR_DEDUP_MAX {
+            return self.iter().all(|(n, v)| other.get(n) == Some(v));
+        }
+        // Large objects (hostile ones included) compare through a hash index.
+        let index: HashMap<&str, &V, foldhash::fast::RandomState> = other.iter().collect();
+        self.iter().all(|(n, v)| index.get(n) == Some(&v))
+    }
+}
+
+impl<V, const N: usize> From<[(&str, V); N]> for FieldMap<V> {
+    fn from(fields: [(&str, V); N]) -> Self {
+        Self(fields.into_iter().map(|(n, v)| (n.to_owned(), v)).collect())
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for FieldMap<V> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields<V>(std::marker::PhantomData<V>);
+        impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Fields<V> {
+            type Value = FieldMap<V>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<FieldMap<V>, A::Error> {
+                let mut fields: Vec<(String, V)> =
+                    Vec::with_capacity(map.size_hint().unwrap_or(1).clamp(1, 8));
+                let mut index: Option<HashMap<String, usize, foldhash::fast::RandomState>> = None;
+                while let Some(name) = map.next_key::<String>()? {
+                    let value: V = map.next_value()?;
+                    // A repeated field: the last wins, as in serde_json and Python.
+                    let seen = match &index {
+                        Some(index) => index.get(&name).copied(),
+                        None => fields.iter().position(|(n, _)| *n == name),
+                    };
+                    match seen {
+                        Some(i) => fields[i].1 = value,
+                        None => {
+                            if let Some(index) = &mut index {
+                                index.insert(name.clone(), fields.len());
+                            }
+                            fields.push((name, value));
+                            if index.is_none() && fields.len() > LINEAR_DEDUP_MAX {
+                                index = Some(
+                                    fields
+                                        .iter()
+                                        .enumerate()
+                                        .map(|(i, (n, _))| (n.clone(), i))
+                                        .collect(),
+                                );
+                            }
+                        }
+                    }
+                }
+                Ok(FieldMap(fields))
+            }
+        }
+        d.deserialize_map(Fields(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_objects_keep_the_last_repeat_and_compare_without_order() {
+        let k: KeyObject = serde_json::from_str(r#"{"id": "x", "n": 1, "id": "y"}"#).unwrap();
+        assert_eq!(k.len(), 2);
+        assert_eq!(k.get("id"), Some(&Json::from("y")));
+        assert_eq!(k.keys().collect::<Vec<_>>(), ["id", "n"]);
+        let reordered: KeyObject = serde_json::from_str(r#"{"n": 1, "id": "y"}"#).unwrap();
+        assert_eq!(k, reordered);
+        let other: KeyObject = serde_json::from_str(r#"{"n": 1, "id": "x"}"#).unwrap();
+        assert_ne!(k, other);
+        assert!(serde_json::from_str::<KeyObject>(r#"["id"]"#).is_err());
+    }
+
+    #[test]
+    fn large_objects_dedupe_through_the_index() {
+        // 40 distinct fields, then every one of them again: past the linear limit.
+        let fields: Vec<String> = (0..40)
+            .map(|i| format!(r#""f{i}": {i}"#))
+            .chain((0..40).map(|i| format!(r#""f{i}": {}"#, i + 100)))
+            .collect();
+        let m: ArgMap = serde_json::from_str(&format!("{{{}}}", fields.join(","))).unwrap();
+        assert_eq!(m.len(), 40);
+        assert_eq!(m.keys().nth(39), Some("f39"));
+        assert_eq!(m.get("f0"), Some(&Json::from(100)));
+        assert_eq!(m.get("f39"), Some(&Json::from(139)));
+
+        // Equality of large objects ignores order too (through the index).
+        let reversed: Vec<String> = (0..40)
+            .rev()
+            .map(|i| format!(r#""f{i}": {}"#, i + 100))
+            .collect();
+        let r: ArgMap = serde_json::from_str(&format!("{{{}}}", reversed.join(","))).unwrap();
+        assert_eq!(m, r);
+        let changed = format!(
+            "{{{}}}",
+            reversed.join(",").replace(r#""f7": 107"#, r#""f7": 7"#)
+        );
+        assert_ne!(m, serde_json::from_str::<ArgMap>(&changed).unwrap());
+    }
+}

@@ -1,0 +1,171 @@
+//! A group's key objects, parsed and validated once per entity: the storage keys of
+//! the entities read, the key values of the entities returned.
+
+use std::sync::Arc;
+
+use serde_json::Value as Json;
+
+use super::{KeyObject, err};
+use crate::error::{ErrorCode, RequestError};
+use crate::key::{EntityKey, KEY_SEPARATOR, push_key_int, push_key_str};
+use crate::registry::{Column, Entity};
+use crate::value::{FieldType, Value, json_kind};
+
+/// A group's key objects, parsed once per entity.
+pub(super) struct ParsedKeys<'r>(pub(super) Vec<EntityKeys<'r>>);
+
+impl ParsedKeys<'_> {
+    fn get(&self, entity: &Arc<Entity>) -> Result<&EntityKeys<'_>, RequestError> {
+        self.0
+            .iter()
+            .find(|p| Arc::ptr_eq(p.entity, entity))
+            .ok_or_else(|| err(ErrorCode::Internal, "an entity's keys were not parsed"))
+    }
+
+    /// The canonical storage keys of an entity the group reads.
+    pub(super) fn canonical(&self, entity: &Arc<Entity>) -> Result<Arc<[EntityKey]>, RequestError> {
+        self.get(entity)?
+            .canonical
+            .clone()
+            .ok_or_else(|| err(ErrorCode::Internal, "no storage keys for an entity read"))
+    }
+
+    /// The key field values of an entity the group returns.
+    pub(super) fn values(&self, entity: &Arc<Entity>) -> Result<Arc<[Vec<Value>]>, RequestError> {
+        self.get(entity)?
+            .values
+            .clone()
+            .ok_or_else(|| err(ErrorCode::Internal, "no key values for an entity returned"))
+    }
+}
+
+/// How a group uses an entity's keys.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Use {
+    /// A pipeline feature of the entity is read: its key fields are required, and
+    /// make the storage keys.
+    pub(super) read: bool,
+    /// An on-demand feature returns records of the entity: its UDF sees the key's
+    /// values.
+    pub(super) returned: bool,
+}
+
+impl Use {
+    pub(super) const READ: Self = Self {
+        read: true,
+        returned: false,
+    };
+    pub(super) const RETURNED: Self = Self {
+        read: false,
+        returned: true,
+    };
+}
+
+/// The key objects read against one entity's key fields.
+pub(super) struct EntityKeys<'r> {
+    entity: &'r Arc<Entity>,
+    /// Per key, the key fields' values in the entity's key order (entities the
+    /// group returns).
+    values: Option<Arc<[Vec<Value>]>>,
+    /// Per key, the canonical storage key (entities the group reads).
+    canonical: Option<Arc<[EntityKey]>>,
+}
+
+impl<'r> EntityKeys<'r> {
+    /// Parses every key object's fields of `entity`, once, into what the group's
+    /// use of it needs: a field must have the entity's type; a missing field is an
+    /// error for an entity that is read, and `Null` for one that only names an
+    /// on-demand output's key.
+    pub(super) fn parse(
+        entity: &'r Arc<Entity>,
+        keys: &[KeyObject],
+        used: Use,
+    ) -> Result<Self, RequestError> {
+        let required = used.read;
+        let mut values = Vec::with_capacity(if used.returned { keys.len() } else { 0 });
+        let mut canonical = Vec::with_capacity(if required { keys.len() } else { 0 });
+        let mut buf = String::new();
+        for (i, k) in keys.iter().enumerate() {
+            buf.clear();
+            let mut row = Vec::with_capacity(if used.returned {
+                entity.key_index.len()
+            } else {
+                0
+            });
+            for (p, c) in entity.keys().enumerate() {
+                if p > 0 {
+                    buf.push(KEY_SEPARATOR);
+                }
+                let Some(j) = k.get(&c.name) else {
+                    if required {
+                        return Err(err(
+                            ErrorCode::InvalidKey,
+                            format!(
+                                "key {i} lacks field `{}` of entity `{}`",
+                                c.name, entity.name
+                            ),
+                        ));
+                    }
+                    if used.returned {
+                        row.push(Value::Null);
+                    }
+                    continue;
+                };
+                let v = key_field(i, c, j, required.then_some(&mut buf), used.returned)?;
+                row.extend(v);
+            }
+            if required {
+                canonical.push(EntityKey::from_canonical(buf.as_str()));
+            }
+            if used.returned {
+                values.push(row);
+            }
+        }
+        Ok(Self {
+            entity,
+            values: used.returned.then(|| values.into()),
+            canonical: required.then(|| canonical.into()),
+        })
+    }
+}
+
+/// One key field of key object `i`, checked against its column's type; its
+/// canonical form is appended to `canonical` when given, and its value returned
+/// when `value` asks for it.
+fn key_field(
+    i: usize,
+    c: &Column,
+    j: &Json,
+    canonical: Option<&mut String>,
+    value: bool,
+) -> Result<Option<Value>, RequestError> {
+    match (&c.ty, j) {
+        (FieldType::String, Json::String(s)) => {
+            if let Some(buf) = canonical {
+                push_key_str(buf, s);
+            }
+            Ok(value.then(|| Value::String(s.as_str().into())))
+        }
+        (FieldType::Int, Json::Number(n)) if n.is_i64() || n.is_u64() => {
+            let Some(n) = n.as_i64() else {
+                return Err(err(
+                    ErrorCode::InvalidKey,
+                    format!("key {i}: field `{}` is out of the int range", c.name),
+                ));
+            };
+            if let Some(buf) = canonical {
+                push_key_int(buf, n);
+            }
+            Ok(value.then_some(Value::Int(n)))
+        }
+        _ => Err(err(
+            ErrorCode::InvalidKey,
+            format!(
+                "key {i}: field `{}` must be {}, got {}",
+                c.name,
+                c.ty,
+                json_kind(j)
+            ),
+        )),
+    }
+}

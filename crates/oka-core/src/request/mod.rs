@@ -1,0 +1,89 @@
+//! The feature request (Volga's field names) and its validation against a registry.
+//!
+//! [`Registry::prepare`](crate::Registry::prepare) turns a [`FeatureRequest`] into [`Prepared`]: the targets
+//! grouped by key list, each group with its plan, its canonical keys, its resolved
+//! storage reads (deduplicated) and its UDF arguments. Every problem is a
+//! [`RequestError`] that names the offending value.
+//!
+//! Layout: the request itself here; [`fields`] the small JSON objects it is made
+//! of (key objects, argument maps); [`prepared`] what preparation produces;
+//! `prepare` the preparation (`impl Registry`); `keys` the key objects parsed
+//! once per entity.
+
+use indexmap::IndexMap;
+use serde::Deserialize;
+
+use crate::error::{ErrorCode, RequestError};
+
+pub mod fields;
+mod keys;
+mod prepare;
+pub mod prepared;
+
+pub use fields::{ArgMap, ArgMaps, FieldMap, KeyObject};
+pub use prepared::{Fetch, FetchId, Group, Prepared, Target};
+
+/// A feature request, as sent to `POST /v1/features` and Volga's `/on_demand_compute`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureRequest {
+    /// Features to compute and return.
+    pub target_features: Vec<String>,
+    /// One key list for every target.
+    #[serde(default)]
+    pub keys: Option<Vec<KeyObject>>,
+    /// Key lists per feature (Volga's form): a target uses its own list, or the list
+    /// given for a feature it depends on.
+    #[serde(default)]
+    pub feature_keys: Option<IndexMap<String, Vec<KeyObject>>>,
+    /// Query parameters per feature: `start`/`end` for `range`, `n` for `last_n`.
+    #[serde(default)]
+    pub query_args: Option<ArgMaps>,
+    /// UDF arguments per on-demand feature.
+    #[serde(default)]
+    pub udf_args: Option<ArgMaps>,
+    /// This request's deadline in milliseconds (overrides the server's default; the
+    /// `X-Oka-Deadline-Ms` header overrides this).
+    #[serde(default)]
+    pub deadline_ms: Option<u64>,
+}
+
+/// The default largest number of keys in one request (over all key lists).
+pub const MAX_KEYS: usize = 10_000;
+/// The default largest number of targets in one request.
+pub const MAX_TARGETS: usize = 256;
+
+/// Per-request size limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestLimits {
+    /// Keys over all key lists.
+    pub max_keys: usize,
+    /// Entries in `target_features`.
+    pub max_targets: usize,
+}
+
+impl Default for RequestLimits {
+    fn default() -> Self {
+        Self {
+            max_keys: MAX_KEYS,
+            max_targets: MAX_TARGETS,
+        }
+    }
+}
+
+fn err(code: ErrorCode, message: impl Into<String>) -> RequestError {
+    RequestError::new(code, message)
+}
+
+/// Shortens user-supplied names echoed in error messages.
+fn truncate(s: &str) -> String {
+    const MAX: usize = 64;
+    if s.len() <= MAX {
+        return s.to_owned();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
