@@ -1,7 +1,8 @@
 //! Plans are built at load and share reads between dependents.
 
+use oka_core::execute::{Fetched, Outcome, execute};
 use oka_core::plan::{SlotQuery, Source};
-use oka_core::{FeatureRequest, Timestamp};
+use oka_core::{ErrorCode, FeatureRequest, Registry, Timestamp, Value};
 use serde_json::json;
 
 use super::registry;
@@ -210,4 +211,73 @@ fn request_errors_name_the_culprit() {
         assert_eq!(e.code, code, "{body}: {e}");
         assert!(e.message.contains(text), "{body}: {e}");
     }
+}
+
+/// An on-demand feature whose output entity has a key field (`session`) that no
+/// entity read has: its key values are parsed once, with the same strictness as the
+/// storage keys, and reach the UDF's output record.
+#[test]
+fn output_only_key_fields_are_typed_once_and_reach_the_output() {
+    let spec = r#"
+version: 1
+entities:
+  User:
+    keys: {user: string}
+    timestamp: ts
+    fields: {amount: float}
+  UserSession:
+    keys: {user: string, session: int}
+    timestamp: ts
+    fields: {score: float}
+features:
+  spend:
+    kind: pipeline
+    entity: User
+  session_score:
+    kind: on_demand
+    entity: UserSession
+    dependencies: [spend]
+    udf:
+      expr: {score: "spend.amount * 2.0"}
+"#;
+    let r = Registry::from_yaml("sessions.yaml", spec, &oka_core::NativeUdfs::new()).unwrap();
+    let prepare = |keys: serde_json::Value| {
+        r.prepare(
+            &request(json!({"target_features": ["session_score"], "keys": keys})),
+            Timestamp(5_000_000),
+        )
+    };
+
+    let prepared = prepare(json!([{"user": "a", "session": 3}])).unwrap();
+    assert_eq!(
+        prepared.groups[0].step_keys[0][0],
+        vec![Value::from("a"), Value::Int(3)]
+    );
+    let row = oka_core::Row::new(
+        Timestamp(1),
+        vec![
+            Value::from("a"),
+            Value::Timestamp(Timestamp(1)),
+            Value::Float(4.0),
+        ],
+    );
+    let fetched = Fetched::read_all(&prepared, |_| vec![vec![row.clone()]]).unwrap();
+    let out = execute(&r, &prepared, &fetched, None).unwrap();
+    let Outcome::Present(rows) = &out.of(&prepared.targets[0])[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(rows[0].columns[1], Value::Int(3), "{rows:?}");
+
+    // A field the request leaves out is null for the output; a wrong type is refused.
+    let prepared = prepare(json!([{"user": "a"}])).unwrap();
+    assert_eq!(
+        prepared.groups[0].step_keys[0][0],
+        vec![Value::from("a"), Value::Null]
+    );
+    let err = prepare(json!([{"user": "a", "session": "three"}])).unwrap_err();
+    assert_eq!(err.code, ErrorCode::InvalidKey);
+    assert_eq!(
+        err.message,
+        "key 0: field `session` must be int, got string"
+    );
 }
