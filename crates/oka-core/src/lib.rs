@@ -5,6 +5,7 @@
 //!   [`key`]: canonical entity keys; [`query`]: storage queries (`latest`, `range`,
 //!   `last_n`); [`error`]: spec errors and request error codes; [`spec`]: the YAML
 //!   feature spec as written.
+//! - [`json`]: strict JSON bodies (an unknown field told apart by a typed check).
 //! - [`entity`]: entity schemas.
 //! - [`udf`] and [`cel_udf`]: the UDF interface and native registration; CEL UDFs.
 //! - [`feature`]: features and their kinds.
@@ -24,6 +25,7 @@ pub mod entity;
 pub mod error;
 pub mod execute;
 pub mod feature;
+pub mod json;
 pub mod key;
 pub mod loader;
 pub mod plan;

@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use oka_core::json::BodyError as JsonError;
 use oka_core::{FeatureId, Registry, Timestamp};
 use oka_storage::StoreError;
 use serde::{Deserialize, Serialize};
@@ -129,14 +130,14 @@ pub async fn ingest(
     bounds: &TimeBounds,
     batch_size: usize,
 ) -> Result<BodySummary, BodyError> {
-    let raw: RawBody<'_> = serde_json::from_slice(body).map_err(|e| {
-        let msg = e.to_string();
-        if msg.starts_with("unknown field") {
-            BodyError::UnknownField(msg)
-        } else {
-            BodyError::Malformed(msg)
-        }
-    })?;
+    let raw: RawBody<'_> = oka_core::json::from_slice_strict(body, &["feature", "records"])
+        .map_err(|e| match e {
+            JsonError::UnknownField { field, expected } => BodyError::UnknownField(format!(
+                "unknown field `{}`, expected one of {expected}",
+                crate::record::printable(&field)
+            )),
+            JsonError::Malformed(e) => BodyError::Malformed(e.to_string()),
+        })?;
     let id: FeatureId = registry
         .feature_id(&raw.feature)
         .ok_or_else(|| BodyError::UnknownFeature(crate::record::printable(&raw.feature).into()))?;

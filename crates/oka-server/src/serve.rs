@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
 use oka_core::execute::{ExecuteError, Fetched, execute};
+use oka_core::json::BodyError;
 use oka_core::{ErrorCode, FeatureRequest, Timestamp, encode};
 use tracing::debug;
 
@@ -62,14 +63,12 @@ impl Timing {
 
 /// Parses a feature request body.
 pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
-        let msg = e.to_string();
-        let code = if msg.starts_with("unknown field") {
-            ErrorCode::UnknownField
-        } else {
-            ErrorCode::MalformedRequest
+    oka_core::json::from_slice_strict(body, FeatureRequest::FIELDS).map_err(|e| {
+        let code = match e {
+            BodyError::UnknownField { .. } => ErrorCode::UnknownField,
+            BodyError::Malformed(_) => ErrorCode::MalformedRequest,
         };
-        ApiError::new(code, format!("invalid request body: {msg}"))
+        ApiError::new(code, format!("invalid request body: {e}"))
     })
 }
 

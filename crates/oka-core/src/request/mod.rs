@@ -48,6 +48,18 @@ pub struct FeatureRequest {
     pub deadline_ms: Option<u64>,
 }
 
+impl FeatureRequest {
+    /// The top-level fields of a request body.
+    pub const FIELDS: &'static [&'static str] = &[
+        "target_features",
+        "keys",
+        "feature_keys",
+        "query_args",
+        "udf_args",
+        "deadline_ms",
+    ];
+}
+
 /// The default largest number of keys in one request (over all key lists).
 pub const MAX_KEYS: usize = 10_000;
 /// The default largest number of targets in one request.

@@ -281,3 +281,28 @@ features:
         "key 0: field `session` must be int, got string"
     );
 }
+
+/// `FeatureRequest::FIELDS` (which tells an unknown field from other errors) lists
+/// exactly the fields serde accepts.
+#[test]
+fn the_request_field_list_matches_the_type() {
+    let err = serde_json::from_str::<FeatureRequest>(r#"{"zz": 1}"#)
+        .unwrap_err()
+        .to_string();
+    let listed: Vec<String> = FeatureRequest::FIELDS
+        .iter()
+        .map(|f| format!("`{f}`"))
+        .collect();
+    assert!(err.contains(&listed.join(", ")), "{err}");
+    for f in FeatureRequest::FIELDS {
+        let body = format!(r#"{{"{f}": null}}"#);
+        let e = oka_core::json::from_slice_strict::<FeatureRequest>(
+            body.as_bytes(),
+            FeatureRequest::FIELDS,
+        );
+        assert!(
+            !matches!(e, Err(oka_core::json::BodyError::UnknownField { .. })),
+            "{f}: {e:?}"
+        );
+    }
+}

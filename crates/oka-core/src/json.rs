@@ -1,0 +1,87 @@
+//! Strict JSON bodies: an object with a fixed set of top-level fields, where an
+//! unknown field is told apart from any other shape error by a typed check, not by
+//! the wording of serde's message.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+
+/// Why a strict JSON body did not parse.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// A top-level field that the body's type does not have.
+    #[error("unknown field `{field}`, expected one of {expected}")]
+    UnknownField {
+        /// The field (as sent; echo it through a printable filter).
+        field: String,
+        /// The fields the body may have, each in backquotes.
+        expected: String,
+    },
+    /// Not JSON, or not the expected shape.
+    #[error("{0}")]
+    Malformed(#[source] serde_json::Error),
+}
+
+/// Parses `body` as a `T` whose top-level fields are `fields` (`T` denies unknown
+/// fields). On failure, an object with a field outside `fields` is
+/// [`BodyError::UnknownField`]; anything else is [`BodyError::Malformed`]. The
+/// check costs a second parse of the field names, on the error path only.
+pub fn from_slice_strict<'de, T: Deserialize<'de>>(
+    body: &'de [u8],
+    fields: &[&str],
+) -> Result<T, BodyError> {
+    serde_json::from_slice(body).map_err(|e| match unknown_field(body, fields) {
+        Some(field) => BodyError::UnknownField {
+            field,
+            expected: fields
+                .iter()
+                .map(|f| format!("`{f}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        },
+        None => BodyError::Malformed(e),
+    })
+}
+
+/// The first top-level field of the object `body` that is not in `fields`.
+fn unknown_field(body: &[u8], fields: &[&str]) -> Option<String> {
+    let object: BTreeMap<String, IgnoredAny> = serde_json::from_slice(body).ok()?;
+    object.into_keys().find(|k| !fields.contains(&k.as_str()))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Body {
+        a: u32,
+        #[serde(default)]
+        b: Option<String>,
+    }
+
+    #[test]
+    fn unknown_fields_are_told_from_other_errors() {
+        let parse = |s: &str| from_slice_strict::<Body>(s.as_bytes(), &["a", "b"]);
+        assert!(parse(r#"{"a": 1}"#).is_ok());
+        let e = parse(r#"{"a": 1, "c\u0021": 2}"#).unwrap_err();
+        assert!(matches!(&e, BodyError::UnknownField { field, .. } if field == "c!"));
+        assert_eq!(
+            e.to_string(),
+            "unknown field `c!`, expected one of `a`, `b`"
+        );
+        // A wrong type, a missing field, not an object, not JSON: malformed.
+        for bad in [r#"{"a": "x"}"#, r#"{"b": "x"}"#, "[true]", "{", ""] {
+            assert!(matches!(parse(bad), Err(BodyError::Malformed(_))), "{bad}");
+        }
+        // An unknown field next to a wrong type is still the unknown field.
+        assert!(matches!(
+            parse(r#"{"a": "x", "z": 1}"#),
+            Err(BodyError::UnknownField { .. })
+        ));
+    }
+}
