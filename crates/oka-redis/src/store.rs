@@ -150,7 +150,7 @@ pub fn map_error(e: &FredError) -> StoreError {
         _ => StoreErrorKind::Internal,
     };
     tracing::debug!(fred_kind = ?e.kind(), error = %e, "redis error");
-    StoreError::new(kind, format!("redis: {e}"))
+    StoreError::new(kind, format!("redis: {e}")).with_source(e.clone())
 }
 
 /// The history bound and the TTL in milliseconds (0: none).

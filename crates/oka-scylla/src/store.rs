@@ -172,7 +172,7 @@ pub fn map_execution_error(e: &ExecutionError) -> StoreError {
         _ => StoreErrorKind::Internal,
     };
     tracing::debug!(error = %e, ?kind, "cql error");
-    StoreError::new(kind, format!("cql: {e}"))
+    StoreError::new(kind, format!("cql: {e}")).with_source(e.clone())
 }
 
 fn attempt_kind(e: &RequestAttemptError) -> StoreErrorKind {
@@ -212,11 +212,11 @@ fn map_session_error(e: &NewSessionError) -> StoreError {
         | NewSessionError::MetadataError(_) => StoreErrorKind::Unavailable,
         _ => StoreErrorKind::Internal,
     };
-    StoreError::new(kind, format!("cql: {e}"))
+    StoreError::new(kind, format!("cql: {e}")).with_source(e.clone())
 }
 
 fn map_prepare_error(e: &PrepareError) -> StoreError {
-    StoreError::new(prepare_kind(e), format!("cql: {e}"))
+    StoreError::new(prepare_kind(e), format!("cql: {e}")).with_source(e.clone())
 }
 
 /// The history bound and the TTL in seconds (0: none) of a feature.

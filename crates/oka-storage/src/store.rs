@@ -1,6 +1,7 @@
 //! The storage contract.
 
 use std::fmt;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use oka_core::{EntityKey, Feature, Query, Row};
@@ -48,6 +49,10 @@ pub struct StoreError {
     pub kind: StoreErrorKind,
     /// Details for logs (never sent to clients).
     pub message: String,
+    /// The driver's error, when there is one (shared: a coalesced read's error
+    /// reaches every request that waited on it).
+    #[source]
+    pub source: Option<Arc<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
 impl StoreError {
@@ -56,7 +61,15 @@ impl StoreError {
         Self {
             kind,
             message: message.into(),
+            source: None,
         }
+    }
+
+    /// The same error, keeping `source` (the driver's error) as its cause.
+    #[must_use]
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
     }
 }
 
@@ -106,5 +119,23 @@ pub trait FeatureStore: Send + Sync + fmt::Debug + 'static {
     /// does not coalesce.
     fn coalesced_reads(&self) -> Option<u64> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_error_keeps_the_driver_error_as_its_source() {
+        let driver = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let e = StoreError::new(StoreErrorKind::Unavailable, "redis: refused").with_source(driver);
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("refused"));
+        // Clones (a coalesced read's waiters) share it.
+        assert!(std::error::Error::source(&e.clone()).is_some());
+        assert!(
+            std::error::Error::source(&StoreError::new(StoreErrorKind::Internal, "x")).is_none()
+        );
     }
 }
