@@ -9,9 +9,11 @@
 //! ```
 //!
 //! - [`stores`]: store URLs → backends (the only place concrete backends are named).
+//! - [`ingest`]: `oka ingest`; `load`: the spec and API keys, at start and on reload.
 //! - `demo.yaml`: the spec served by `oka serve --demo`.
 
 pub mod ingest;
+mod load;
 pub mod stores;
 
 use std::net::SocketAddr;
@@ -27,7 +29,6 @@ use oka_core::{NativeUdfs, Registry};
 use oka_server::auth::ApiKeys;
 use oka_server::conn::ConnTimeouts;
 use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
-use oka_server::state::ReloadFailure;
 use oka_server::{Limits, Shared};
 use tracing::info;
 
@@ -351,56 +352,6 @@ fn quiet_udf_panics() {
     }));
 }
 
-/// Reads the spec (a file, or the demo) and the API keys (file and environment).
-/// Errors name the files as configured in `message`, and by file name only in
-/// `public`; no error shows a key.
-fn load_sources(
-    spec: Option<&std::path::Path>,
-    keys_file: Option<&std::path::Path>,
-    natives: &NativeUdfs,
-) -> Result<(Arc<Registry>, ApiKeys), ReloadFailure> {
-    let paths: Vec<&std::path::Path> = spec.into_iter().chain(keys_file).collect();
-    let fail = |message: String| {
-        let mut public = message.clone();
-        for path in &paths {
-            let full = path.display().to_string();
-            let name = path.file_name().map_or_else(
-                || "the file".to_owned(),
-                |n| n.to_string_lossy().into_owned(),
-            );
-            public = public.replace(&full, &name);
-        }
-        ReloadFailure { message, public }
-    };
-    let read = |path: &std::path::Path, what: &str| {
-        std::fs::read_to_string(path).map_err(|e| {
-            fail(format!(
-                "reading the {what} {}: {}",
-                path.display(),
-                oka_server::error::io_reason(&e)
-            ))
-        })
-    };
-    let (origin, yaml) = match spec {
-        Some(path) => (path.display().to_string(), read(path, "spec")?),
-        None => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
-    };
-    let registry = Registry::from_yaml(&origin, &yaml, natives)
-        .map_err(|e| fail(format!("invalid spec:\n{e}")))?;
-    let mut keys = ApiKeys::default();
-    if let Some(path) = keys_file {
-        let text = read(path, "API keys file")?;
-        keys = ApiKeys::parse_from(&path.display().to_string(), "line", &text, &['\n'])
-            .map_err(fail)?;
-    }
-    if let Ok(env) = std::env::var("OKA_API_KEYS") {
-        keys = keys.merged(
-            ApiKeys::parse_from("OKA_API_KEYS", "entry", &env, &[';', '\n']).map_err(fail)?,
-        );
-    }
-    Ok((Arc::new(registry), keys))
-}
-
 /// Warns about ports that listen beyond loopback without the keys that guard them.
 fn warn_about_open_ports(listen: SocketAddr, admin_listen: SocketAddr, keys: &ApiKeys) {
     if !listen.ip().is_loopback() && !keys.enabled() {
@@ -421,7 +372,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     RELOADS_ON_HANGUP.store(true, std::sync::atomic::Ordering::Release);
     init_logs(args.log_format);
     quiet_udf_panics();
-    let (registry, keys) = load_sources(
+    let (registry, keys) = load::spec_and_keys(
         args.spec.as_deref(),
         args.api_keys_file.as_deref(),
         &natives,
@@ -456,7 +407,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         };
         let (spec, keys_file) = (args.spec.clone(), args.api_keys_file.clone());
         let reloader: oka_server::state::Reloader =
-            Box::new(move || load_sources(spec.as_deref(), keys_file.as_deref(), &natives));
+            Box::new(move || load::spec_and_keys(spec.as_deref(), keys_file.as_deref(), &natives));
         let shared = Shared::builder(registry, store)
             .limits(limits)
             .writer(args.writer.config())

@@ -512,7 +512,7 @@ impl Loader {
                             ),
                             Some(c) => {
                                 if let Err(e) = entity.columns[c].ty.from_json(v) {
-                                    self.err(format!("{path}.items[{i}].{k}"), e);
+                                    self.err(format!("{path}.items[{i}].{k}"), e.to_string());
                                 }
                             }
                         }
@@ -543,8 +543,10 @@ impl Loader {
                             let ty = &entity.columns[c].ty;
                             let checked = cel_udf::compile_scalar(env, expr, &["i", "tick"])
                                 .and_then(|p| {
-                                    let v =
-                                        cel_udf::eval_scalar(env, &p, &[("i", 0), ("tick", 0)])?;
+                                    cel_udf::eval_scalar(env, &p, &[("i", 0), ("tick", 0)])
+                                })
+                                .map_err(|e| e.to_string())
+                                .and_then(|v| {
                                     ty.coerce(v).map(|_| ()).ok_or_else(|| {
                                         format!("the expression does not give a {ty}")
                                     })

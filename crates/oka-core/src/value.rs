@@ -206,9 +206,12 @@ impl FieldType {
 
     /// Parses a JSON value as this type. Timestamps accept RFC 3339 strings and epoch
     /// seconds; `null` is accepted for any type.
-    pub fn from_json(&self, json: &serde_json::Value) -> Result<Value, String> {
+    pub fn from_json(&self, json: &serde_json::Value) -> Result<Value, ValueError> {
         use serde_json::Value as J;
-        let bad = || format!("expected {self}, got {}", json_kind(json));
+        let bad = || ValueError::WrongType {
+            expected: self.clone(),
+            got: json_kind(json),
+        };
         match (self, json) {
             (_, J::Null) => Ok(Value::Null),
             (Self::String, J::String(s)) => Ok(Value::String(s.as_str().into())),
@@ -217,7 +220,7 @@ impl FieldType {
             (Self::Bool, J::Bool(b)) => Ok(Value::Bool(*b)),
             (Self::Timestamp, J::String(s)) => Timestamp::parse_rfc3339(s)
                 .map(Value::Timestamp)
-                .ok_or_else(|| format!("invalid RFC 3339 timestamp `{s}`")),
+                .ok_or_else(|| ValueError::InvalidTimestamp(s.clone())),
             (Self::Timestamp, J::Number(n)) => n
                 .as_f64()
                 .and_then(Timestamp::from_epoch_seconds)
@@ -231,6 +234,22 @@ impl FieldType {
             _ => Err(bad()),
         }
     }
+}
+
+/// Why a JSON value is not a value of a [`FieldType`].
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ValueError {
+    /// The JSON value has another kind.
+    #[error("expected {expected}, got {got}")]
+    WrongType {
+        /// The type asked for.
+        expected: FieldType,
+        /// The JSON value's kind ([`json_kind`]).
+        got: &'static str,
+    },
+    /// A string that is not an RFC 3339 timestamp.
+    #[error("invalid RFC 3339 timestamp `{0}`")]
+    InvalidTimestamp(String),
 }
 
 /// A short name of a JSON value's kind, for error messages.

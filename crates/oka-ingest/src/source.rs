@@ -5,13 +5,51 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use oka_core::cel_udf::{self, CelError};
 use oka_core::registry::FeatureKind;
 use oka_core::spec::MockSourceSpec;
-use oka_core::{EntityKey, FeatureId, Registry, Row, Timestamp, Value, cel_udf};
+use oka_core::{EntityKey, FeatureId, FieldType, Registry, Row, Timestamp, Value};
+use oka_storage::StoreError;
 use tracing::{info, warn};
 
 use crate::record::{RecordParser, TimeBounds};
 use crate::writer::WritePath;
+
+/// Why a mock source could not emit.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// An item of `items` is not a record of the feature's entity.
+    #[error("item {index}: {message}")]
+    Item {
+        /// Its position in `items`.
+        index: usize,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// `generate` names a field the entity does not have.
+    #[error("no field `{0}`")]
+    NoField(String),
+    /// A `generate` expression did not compile or evaluate.
+    #[error("field `{field}`: {error}")]
+    Generate {
+        /// The field it generates.
+        field: String,
+        /// The CEL error.
+        #[source]
+        error: CelError,
+    },
+    /// A `generate` expression gave a value of another type.
+    #[error("generated `{field}` is not {ty}")]
+    WrongType {
+        /// The field.
+        field: String,
+        /// Its type.
+        ty: FieldType,
+    },
+    /// The store failed a batch after the writer's retries.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
 
 /// Rows per job handed to the write path.
 const BATCH: usize = 1000;
@@ -55,7 +93,7 @@ impl MockSource {
         registry: &Registry,
         tick: u64,
         now: Timestamp,
-    ) -> Result<Vec<(EntityKey, Row)>, String> {
+    ) -> Result<Vec<(EntityKey, Row)>, SourceError> {
         let feature = registry.feature(self.feature);
         let entity = &feature.entity;
         let mut out = Vec::new();
@@ -63,12 +101,9 @@ impl MockSource {
             // Items go through the same parser and time bounds as ingested records.
             let parser = RecordParser::new(entity, now, &TimeBounds::default());
             for (i, item) in items.iter().enumerate() {
-                let text = serde_json::to_vec(item).map_err(|e| format!("item {i}: {e}"))?;
-                out.push(
-                    parser
-                        .parse_json(&text)
-                        .map_err(|e| format!("item {i}: {e}"))?,
-                );
+                let item_error = |message: String| SourceError::Item { index: i, message };
+                let text = serde_json::to_vec(item).map_err(|e| item_error(e.to_string()))?;
+                out.push(parser.parse_json(&text).map_err(item_error)?);
             }
         } else if let Some(generate) = &self.spec.generate {
             let env = registry.cel_env();
@@ -78,20 +113,32 @@ impl MockSource {
                 .map(|(name, expr)| {
                     let col = entity
                         .column_index(name)
-                        .ok_or_else(|| format!("no field `{name}`"))?;
-                    Ok((col, cel_udf::compile_scalar(env, expr, &["i", "tick"])?))
+                        .ok_or_else(|| SourceError::NoField(name.clone()))?;
+                    let program =
+                        cel_udf::compile_scalar(env, expr, &["i", "tick"]).map_err(|error| {
+                            SourceError::Generate {
+                                field: name.clone(),
+                                error,
+                            }
+                        })?;
+                    Ok((col, program))
                 })
-                .collect::<Result<_, String>>()?;
+                .collect::<Result<_, SourceError>>()?;
             let tick = i64::try_from(tick).unwrap_or(i64::MAX);
             for i in 0..generate.count {
                 let mut columns = vec![Value::Null; entity.columns.len()];
                 columns[entity.timestamp_index] = Value::Timestamp(now);
                 let i = i64::try_from(i).unwrap_or(i64::MAX);
                 for (col, program) in &programs {
-                    let v = cel_udf::eval_scalar(env, program, &[("i", i), ("tick", tick)])?;
-                    let ty = &entity.columns[*col].ty;
-                    columns[*col] = ty.coerce(v).ok_or_else(|| {
-                        format!("generated `{}` is not {ty}", entity.columns[*col].name)
+                    let column = &entity.columns[*col];
+                    let v = cel_udf::eval_scalar(env, program, &[("i", i), ("tick", tick)])
+                        .map_err(|error| SourceError::Generate {
+                            field: column.name.to_string(),
+                            error,
+                        })?;
+                    columns[*col] = column.ty.coerce(v).ok_or_else(|| SourceError::WrongType {
+                        field: column.name.to_string(),
+                        ty: column.ty.clone(),
                     })?;
                 }
                 let key = EntityKey::encode(entity.key_index.iter().map(|&k| &columns[k]));
@@ -109,7 +156,7 @@ impl MockSource {
         writer: &WritePath,
         registry: &Arc<Registry>,
         tick: u64,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, SourceError> {
         let records = self.records(registry, tick, Timestamp::now())?;
         let n = records.len();
         let mut chunks = Vec::new();
@@ -121,7 +168,7 @@ impl MockSource {
             .into_iter()
             .map(|c| writer.write(registry, self.feature, c));
         for r in futures::future::join_all(writes).await {
-            r.map_err(|e| e.to_string())?;
+            r?;
         }
         Ok(n)
     }
@@ -137,7 +184,7 @@ impl MockSource {
 pub async fn start(
     writer: WritePath,
     registry: Arc<Registry>,
-) -> Result<impl Future<Output = ()> + Send + 'static, String> {
+) -> Result<impl Future<Output = ()> + Send + 'static, SourceError> {
     let sources = MockSource::all(&registry);
     for s in &sources {
         let n = s.emit(&writer, &registry, 0).await?;

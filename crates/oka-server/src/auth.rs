@@ -73,9 +73,38 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     bool::from(a.ct_eq(b))
 }
 
+/// A key-file entry that is not a key with scopes. It names the entry (`origin`,
+/// `unit` and number, e.g. `keys.txt line 3`) and the problem, and holds no word of
+/// the entry: a key must not reach a log or an answer through its error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyFileError {
+    /// No whitespace between a key and its scopes.
+    #[error(
+        "{at}: expected `<key> <scope>[,<scope>…]` (a key, a space, then read, write or admin)"
+    )]
+    Shape {
+        /// Where: `<origin> <unit> <n>`.
+        at: String,
+    },
+    /// A scope other than read, write or admin (often: key and scopes swapped).
+    #[error(
+        "{at}: the scopes are not read, write or admin (comma-separated, after the key); is the key written first?"
+    )]
+    Scope {
+        /// Where: `<origin> <unit> <n>`.
+        at: String,
+    },
+    /// A key under 16 characters.
+    #[error("{at}: keys must be at least 16 characters")]
+    TooShort {
+        /// Where: `<origin> <unit> <n>`.
+        at: String,
+    },
+}
+
 impl ApiKeys {
     /// Parses key lines; errors name the line (never the key).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, KeyFileError> {
         Self::parse_from("api keys", "line", text, &['\n'])
     }
 
@@ -88,7 +117,7 @@ impl ApiKeys {
         unit: &str,
         text: &str,
         separators: &[char],
-    ) -> Result<Self, String> {
+    ) -> Result<Self, KeyFileError> {
         let mut keys = Vec::new();
         for (i, line) in text.split(separators).enumerate() {
             let line = line.trim();
@@ -96,9 +125,9 @@ impl ApiKeys {
                 continue;
             }
             let at = format!("{origin} {unit} {}", i + 1);
-            let (secret, scopes) = line.split_once(char::is_whitespace).ok_or_else(|| {
-                format!("{at}: expected `<key> <scope>[,<scope>…]` (a key, a space, then read, write or admin)")
-            })?;
+            let Some((secret, scopes)) = line.split_once(char::is_whitespace) else {
+                return Err(KeyFileError::Shape { at });
+            };
             let mut key = Key {
                 secret: secret.as_bytes().to_vec(),
                 read: false,
@@ -110,15 +139,11 @@ impl ApiKeys {
                     Some(Scope::Read) => key.read = true,
                     Some(Scope::Write) => key.write = true,
                     Some(Scope::Admin) => key.admin = true,
-                    None => {
-                        return Err(format!(
-                            "{at}: the scopes are not read, write or admin (comma-separated, after the key); is the key written first?"
-                        ));
-                    }
+                    None => return Err(KeyFileError::Scope { at }),
                 }
             }
             if secret.len() < 16 {
-                return Err(format!("{at}: keys must be at least 16 characters"));
+                return Err(KeyFileError::TooShort { at });
             }
             keys.push(key);
         }
@@ -256,7 +281,9 @@ mod tests {
                 .is_ok()
         );
         assert!(ApiKeys::parse("short read").is_err());
-        let e = ApiKeys::parse("long-enough-key-0000 superuser").unwrap_err();
+        let e = ApiKeys::parse("long-enough-key-0000 superuser")
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("line 1") && !e.contains("long-enough") && !e.contains("superuser"),
             "{e}"
@@ -266,12 +293,15 @@ mod tests {
     #[test]
     fn a_key_and_scope_swapped_names_the_line_and_never_the_key() {
         let text = "# keys\nreader-key-0123456789 read\nwrite s3cr3t-t0ken-abcdefgh\n";
-        let e = ApiKeys::parse_from("keys.txt", "line", text, &['\n']).unwrap_err();
+        let e = ApiKeys::parse_from("keys.txt", "line", text, &['\n'])
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("keys.txt line 3: "), "{e}");
         assert!(e.contains("is the key written first"), "{e}");
         assert!(!e.contains("s3cr3t") && !e.contains("abcdefgh"), "{e}");
         let e = ApiKeys::parse_from("OKA_API_KEYS", "entry", "s3cr3t-t0ken-abcdefgh", &[';'])
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("OKA_API_KEYS entry 1: "), "{e}");
         assert!(!e.contains("s3cr3t"), "{e}");
     }

@@ -13,7 +13,7 @@ use crate::value::{FieldType, Row, Timestamp, Value};
 
 use super::convert::{from_cel, record_to_cel, to_cel};
 use super::fast::Fast;
-use super::{Binding, CelUdf, ExprProblem, NOW};
+use super::{Binding, CelError, CelUdf, ExprProblem, NOW};
 
 impl CelUdf {
     /// Compiles and checks `exprs` (output field → expression) for `output`, with
@@ -83,8 +83,8 @@ impl CelUdf {
             }
             if ok {
                 let expected = &output.columns[col].ty;
-                if let Err(message) = dry_run(env, &program, bindings, expected) {
-                    problems.push(problem(message));
+                if let Err(e) = dry_run(env, &program, bindings, expected) {
+                    problems.push(problem(e.to_string()));
                     continue;
                 }
             }
@@ -288,7 +288,7 @@ fn dry_run(
     program: &Program,
     bindings: &[(Arc<str>, Binding)],
     expected: &FieldType,
-) -> Result<(), String> {
+) -> Result<(), CelError> {
     let mut ctx = Context::with_env(Arc::clone(env));
     for (name, b) in bindings {
         let v = match b {
@@ -300,22 +300,22 @@ fn dry_run(
     }
     match program.execute(&ctx) {
         Ok(v) => {
-            let got = from_cel(v).map_err(|e| format!("result {e}"))?;
+            let got = from_cel(v).map_err(|e| CelError::Result(Box::new(e)))?;
             if expected.coerce(got.clone()).is_none() {
-                return Err(format!(
-                    "type mismatch: the expression gives {}, the field is {expected}",
+                return Err(CelError::TypeMismatch(format!(
+                    "the expression gives {}, the field is {expected}",
                     value_type_name(&got)
-                ));
+                )));
             }
             Ok(())
         }
-        Err(ExecutionError::NoSuchOverload(o)) => Err(format!(
-            "type mismatch: no `{}` for ({})",
+        Err(ExecutionError::NoSuchOverload(o)) => Err(CelError::TypeMismatch(format!(
+            "no `{}` for ({})",
             o.function(),
             o.argument_types().join(", ")
-        )),
+        ))),
         Err(ExecutionError::UndeclaredReference(name)) => {
-            Err(format!("references unknown function or name `{name}`"))
+            Err(CelError::UnknownReference(name.to_string()))
         }
         // Failures that depend on the values, not their types, pass: the
         // placeholders are not the data.
@@ -328,7 +328,7 @@ fn dry_run(
             | ExecutionError::NoSuchKey(_)
             | ExecutionError::DuplicateKey(_),
         ) => Ok(()),
-        Err(other) => Err(format!("type mismatch: {}", one_line(&other.to_string()))),
+        Err(other) => Err(CelError::TypeMismatch(one_line(&other.to_string()))),
     }
 }
 

@@ -10,6 +10,7 @@ use cel::common::value::Val;
 use cel::objects::{Key, Map};
 use chrono::{DateTime, FixedOffset};
 
+use super::CelError;
 use crate::value::{Row, Timestamp, Value};
 
 /// A record as a CEL map of the given (column index, key) pairs.
@@ -67,14 +68,12 @@ pub fn to_cel(v: &Value) -> cel::Value {
 }
 
 /// A CEL result as an Oka value; maps, bytes and durations have no Oka type.
-pub fn from_cel(v: cel::Value) -> Result<Value, String> {
+pub fn from_cel(v: cel::Value) -> Result<Value, CelError> {
     Ok(match v {
         cel::Value::Null => Value::Null,
         cel::Value::Bool(b) => Value::Bool(b),
         cel::Value::Int(i) => Value::Int(i),
-        cel::Value::UInt(u) => {
-            Value::Int(i64::try_from(u).map_err(|_| format!("uint {u} overflows int"))?)
-        }
+        cel::Value::UInt(u) => Value::Int(i64::try_from(u).map_err(|_| CelError::UintOverflow(u))?),
         cel::Value::Float(f) => Value::Float(f),
         cel::Value::String(s) => Value::String(s.as_str().into()),
         cel::Value::Timestamp(t) => Value::Timestamp(from_datetime(&t)),
@@ -86,7 +85,7 @@ pub fn from_cel(v: cel::Value) -> Result<Value, String> {
                 .collect::<Result<Vec<_>, _>>()?
                 .into(),
         ),
-        other => return Err(format!("of type {:?} has no feature type", other.type_of())),
+        other => return Err(CelError::NoFeatureType(format!("{:?}", other.type_of()))),
     })
 }
 

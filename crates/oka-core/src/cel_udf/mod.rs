@@ -33,6 +33,40 @@ mod scalar;
 pub use convert::{from_cel, to_cel};
 pub use scalar::{compile_scalar, eval_scalar, is_reserved};
 
+/// What went wrong compiling or evaluating a CEL expression.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CelError {
+    /// The expression does not parse.
+    #[error("does not compile: {0}")]
+    Compile(String),
+    /// A name that is not bound.
+    #[error("references unknown name `{name}` (known: {known})")]
+    UnknownName {
+        /// The name.
+        name: String,
+        /// The names that are bound, comma-separated.
+        known: String,
+    },
+    /// A function or name the environment does not have (found by the dry run).
+    #[error("references unknown function or name `{0}`")]
+    UnknownReference(String),
+    /// Operand or result types that do not fit.
+    #[error("type mismatch: {0}")]
+    TypeMismatch(String),
+    /// Evaluation failed.
+    #[error("{0}")]
+    Evaluation(String),
+    /// An unsigned result beyond `int`.
+    #[error("uint {0} overflows int")]
+    UintOverflow(u64),
+    /// A result of a CEL type with no feature type (a map, bytes, a duration).
+    #[error("of type {0} has no feature type")]
+    NoFeatureType(String),
+    /// The result of an expression (checking it at load).
+    #[error("result {0}")]
+    Result(Box<CelError>),
+}
+
 /// The variable holding the request time.
 pub const NOW: &str = "now";
 
@@ -172,7 +206,7 @@ impl CelUdf {
             let v = program
                 .execute(&ctx)
                 .map_err(|e| UdfError::Failed(e.to_string()))?;
-            let v = from_cel(v).map_err(UdfError::Failed)?;
+            let v = from_cel(v).map_err(|e| UdfError::Failed(e.to_string()))?;
             out = out.set_at(i, v)?;
         }
         Ok(vec![out.build()])

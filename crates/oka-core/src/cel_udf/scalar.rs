@@ -7,9 +7,9 @@ use cel::{Context, Env, Program};
 
 use crate::value::Value;
 
-use super::NOW;
 use super::compile::{free_references, one_line};
 use super::convert::from_cel;
+use super::{CelError, NOW};
 
 /// Names CEL reserves; they cannot name features or arguments.
 pub fn is_reserved(name: &str) -> bool {
@@ -42,19 +42,18 @@ pub fn is_reserved(name: &str) -> bool {
 
 /// Compiles a standalone expression of the given scalar bindings (used by the mock
 /// source's generators) and checks its free names.
-pub fn compile_scalar(env: &Arc<Env>, source: &str, names: &[&str]) -> Result<Program, String> {
+pub fn compile_scalar(env: &Arc<Env>, source: &str, names: &[&str]) -> Result<Program, CelError> {
     let program = env
         .compile(source)
-        .map_err(|e| format!("does not compile: {}", one_line(&e.to_string())))?;
+        .map_err(|e| CelError::Compile(one_line(&e.to_string())))?;
     let mut refs = Vec::new();
     free_references(program.expression(), &mut Vec::new(), &mut refs);
     let known: HashSet<&str> = names.iter().copied().collect();
     if let Some(r) = refs.iter().find(|r| !known.contains(r.var)) {
-        return Err(format!(
-            "references unknown name `{}` (known: {})",
-            r.var,
-            names.join(", ")
-        ));
+        return Err(CelError::UnknownName {
+            name: r.var.to_owned(),
+            known: names.join(", "),
+        });
     }
     Ok(program)
 }
@@ -64,10 +63,14 @@ pub fn eval_scalar(
     env: &Arc<Env>,
     program: &Program,
     vars: &[(&str, i64)],
-) -> Result<Value, String> {
+) -> Result<Value, CelError> {
     let mut ctx = Context::with_env(Arc::clone(env));
     for (n, v) in vars {
         ctx.add_variable_from_value(*n, cel::Value::Int(*v));
     }
-    from_cel(program.execute(&ctx).map_err(|e| e.to_string())?)
+    from_cel(
+        program
+            .execute(&ctx)
+            .map_err(|e| CelError::Evaluation(e.to_string()))?,
+    )
 }
