@@ -5,7 +5,8 @@
 //! - [`serve`]: the feature request path — parse, prepare, batched reads, UDFs, encode.
 //! - [`ingest`]: `POST /v1/ingest` (the write path itself is the `oka-ingest` crate).
 //! - [`error`]: error codes to HTTP statuses, in one place.
-//! - [`metrics`], [`stats`]: Prometheus metrics and Volga-style windowed stats.
+//! - [`metrics`], [`stats`]: Prometheus metrics (atomic handles, exposed through
+//!   `prometheus-client` at scrape time) and Volga-style windowed stats.
 //! - [`state`]: what handlers share (atomically reloadable), admission control;
 //!   [`auth`]: API keys; [`catalog`]: the registry as JSON.
 //! - [`runtime`]: per-core worker threads on `SO_REUSEPORT` listeners, their

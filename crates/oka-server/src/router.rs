@@ -406,18 +406,30 @@ async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-async fn metrics(State(state): State<AppState>) -> Response {
+/// `GET /metrics`: the OpenMetrics text. A scraper that asks for OpenMetrics
+/// (Prometheus does) gets it labelled as such; anyone else (curl, a browser) gets
+/// the same text as `text/plain`, so it shows instead of downloading.
+async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let shared = &state.shared;
-    let body = shared.metrics.render(
+    let body = crate::metrics::render(
+        &shared.metrics,
         &shared.loaded.load().metrics,
-        &shared.workers(),
+        shared.workers(),
         shared.store.coalesced_reads(),
     );
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let content_type = if openmetrics {
+        crate::metrics::OPENMETRICS
+    } else {
+        crate::metrics::PLAIN
+    };
     let mut resp = Response::new(Body::from(body));
-    resp.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     resp
 }
 

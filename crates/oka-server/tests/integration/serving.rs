@@ -125,6 +125,27 @@ async fn metrics_and_stats_reflect_requests() {
 }
 
 #[tokio::test]
+async fn a_scraper_that_asks_for_openmetrics_gets_it_labelled_as_such() {
+    let f = fixture().await;
+    let req = axum::http::Request::get("/metrics")
+        .header(
+            "accept",
+            "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.4",
+        )
+        .body(axum::body::Body::empty())
+        .unwrap();
+    let (status, resp) = send(&f.admin, req).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let m = body_text(resp).await;
+    assert!(m.contains("# TYPE oka_worker_requests counter"), "{m}");
+    assert!(m.ends_with("# EOF\n"), "{m}");
+}
+
+#[tokio::test]
 async fn ingested_records_are_served() {
     let f = fixture().await;
     let ingest = json!({"feature": "test_feature", "records": [
