@@ -186,11 +186,16 @@ impl LoadEvents for Report {
         self.shown += 1;
         if self.shown <= SHOWN_REJECTIONS {
             self.clear_progress();
-            let why = record.parsed.as_ref().err().map_or("", String::as_str);
+            let why = record
+                .parsed
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
             eprintln!(
                 "  {}: {}",
                 lines(record.first_line, record.last_line),
-                terminal_safe(why)
+                terminal_safe(&why)
             );
         }
         self.write_reject(&record.raw);

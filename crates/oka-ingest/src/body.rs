@@ -47,7 +47,7 @@ impl<'a> Elements<'a> {
 }
 
 impl<'a> Iterator for Elements<'a> {
-    type Item = Result<&'a str, String>;
+    type Item = Result<&'a str, BodyError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let mut rest = self.rest.trim_start();
@@ -57,14 +57,18 @@ impl<'a> Iterator for Elements<'a> {
         if !self.first {
             rest = match rest.strip_prefix(',') {
                 Some(r) => r.trim_start(),
-                None => return Some(Err("expected `,` or `]` in `records`".to_owned())),
+                None => {
+                    return Some(Err(BodyError::Malformed(
+                        "expected `,` or `]` in `records`".to_owned(),
+                    )));
+                }
             };
         }
         self.first = false;
         let mut de = serde_json::Deserializer::from_str(rest);
         let value = match <&RawValue>::deserialize(&mut de) {
             Ok(v) => v.get(),
-            Err(e) => return Some(Err(e.to_string())),
+            Err(e) => return Some(Err(BodyError::Malformed(e.to_string()))),
         };
         // `value` is a slice of `rest`: continue after it.
         let end = value.as_ptr() as usize - rest.as_ptr() as usize + value.len();
@@ -160,13 +164,16 @@ pub async fn ingest(
         let mut taken = 0;
         for record in records.by_ref().take(batch_size) {
             taken += 1;
-            let record = record.map_err(BodyError::Malformed)?;
+            let record = record?;
             match parser.parse_json(record.as_bytes()) {
                 Ok(row) => rows.push(row),
-                Err(message) => {
+                Err(why) => {
                     summary.rejected += 1;
                     if summary.errors.len() < MAX_REPORTED {
-                        summary.errors.push(Rejection { index, message });
+                        summary.errors.push(Rejection {
+                            index,
+                            message: why.to_string(),
+                        });
                     }
                 }
             }

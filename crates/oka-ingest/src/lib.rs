@@ -19,6 +19,7 @@ pub mod lines;
 pub mod load;
 pub mod metrics;
 pub mod record;
+pub mod reject;
 pub mod source;
 pub mod writer;
 

@@ -22,13 +22,13 @@ use std::path::Path;
 
 use oka_core::{EntityKey, Row};
 
-use crate::record::{RecordParser, printable};
+use crate::record::{RecordError, RecordParser, printable};
+#[cfg(test)]
+use crate::reject::UNTERMINATED;
+use crate::reject::Unclosed;
 
 /// The UTF-8 byte order mark, dropped from the start of the input.
 const BOM: &[u8] = b"\xEF\xBB\xBF";
-
-/// The message for a CSV record whose quote never closes.
-const UNTERMINATED: &str = "unterminated quote: the quoted field opened on this line never closes";
 
 /// The input's format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,7 +82,7 @@ pub struct Record {
     /// `max_record_bytes` bytes.
     pub raw: Vec<u8>,
     /// The key and row, or why the record was rejected.
-    pub parsed: Result<(EntityKey, Row), String>,
+    pub parsed: Result<(EntityKey, Row), RecordError>,
 }
 
 /// A failure to read the input, or a CSV header that cannot be used. Problems with
@@ -348,7 +348,7 @@ impl<'e, R: BufRead> RecordReader<'e, R> {
     }
 
     /// A line rejected on its own, as a record.
-    fn reject(line: Line, why: String) -> Record {
+    fn reject(line: Line, why: RecordError) -> Record {
         Record {
             first_line: line.number,
             last_line: line.number,
@@ -358,19 +358,13 @@ impl<'e, R: BufRead> RecordReader<'e, R> {
     }
 
     /// Why a line cannot be read at all (too long, not UTF-8), if it cannot.
-    fn unreadable(&self, line: &Line) -> Option<String> {
+    fn unreadable(&self, line: &Line) -> Option<RecordError> {
         if line.len > self.limits.max_record_bytes {
-            return Some(format!(
-                "line is longer than {} bytes",
-                self.limits.max_record_bytes
-            ));
+            return Some(RecordError::LineTooLong(self.limits.max_record_bytes));
         }
-        std::str::from_utf8(&line.bytes).err().map(|e| {
-            format!(
-                "not valid UTF-8 at byte {} of the line",
-                e.valid_up_to() + 1
-            )
-        })
+        std::str::from_utf8(&line.bytes)
+            .err()
+            .map(|e| RecordError::NotUtf8(e.valid_up_to() + 1))
     }
 
     fn next_json(&mut self) -> Result<Option<Record>, ReadError> {
@@ -422,7 +416,7 @@ impl<'e, R: BufRead> RecordReader<'e, R> {
                 }))
             }
             Ok(false) => self.continue_csv(first),
-            Err(why) => Ok(Some(Self::reject(first, why.to_owned()))),
+            Err(why) => Ok(Some(Self::reject(first, RecordError::Csv(why)))),
         }
     }
 
@@ -437,13 +431,12 @@ impl<'e, R: BufRead> RecordReader<'e, R> {
             let before = rest.last().unwrap_or(&first);
             let newline = before.newline();
             let Some(line) = self.next_line()? else {
-                return Ok(Some(self.unterminated(first, rest, None)));
+                return Ok(Some(self.unterminated(first, rest, Unclosed::EndOfInput)));
             };
             size = size.saturating_add(newline.len()).saturating_add(line.len);
             if size > max {
                 rest.push(line);
-                let detail = format!("it would make a record longer than {max} bytes");
-                return Ok(Some(self.unterminated(first, rest, Some(detail))));
+                return Ok(Some(self.unterminated(first, rest, Unclosed::TooLong(max))));
             }
             self.splitter.push_str(newline);
             let number = line.number;
@@ -451,22 +444,22 @@ impl<'e, R: BufRead> RecordReader<'e, R> {
                 Ok(text) => self
                     .splitter
                     .feed(text)
-                    .map_err(|why| format!("read through line {number}: {why}")),
-                Err(_) => Err(format!("line {number} is not valid UTF-8")),
+                    .map_err(|why| Unclosed::Syntax { line: number, why }),
+                Err(_) => Err(Unclosed::NotUtf8 { line: number }),
             };
             rest.push(line);
             match fed {
                 Ok(false) => {}
                 Err(detail) => {
-                    return Ok(Some(self.unterminated(first, rest, Some(detail))));
+                    return Ok(Some(self.unterminated(first, rest, detail)));
                 }
                 Ok(true) if self.splitter.len() != self.header.len() => {
-                    let detail = format!(
-                        "read through line {number}, it has {} fields, not {}",
-                        self.splitter.len(),
-                        self.header.len()
-                    );
-                    return Ok(Some(self.unterminated(first, rest, Some(detail))));
+                    let detail = Unclosed::FieldCount {
+                        line: number,
+                        found: self.splitter.len(),
+                        expected: self.header.len(),
+                    };
+                    return Ok(Some(self.unterminated(first, rest, detail)));
                 }
                 Ok(true) => {
                     let parsed = self.parse_split();
@@ -489,19 +482,15 @@ impl<'e, R: BufRead> RecordReader<'e, R> {
     }
 
     /// Rejects `first` as opening a quote that never closes, and puts `rest` back.
-    fn unterminated(&mut self, first: Line, rest: Vec<Line>, detail: Option<String>) -> Record {
+    fn unterminated(&mut self, first: Line, rest: Vec<Line>, detail: Unclosed) -> Record {
         for line in rest.into_iter().rev() {
             self.pending.push_front(line);
         }
-        let why = match detail {
-            Some(detail) => format!("{UNTERMINATED} ({detail})"),
-            None => UNTERMINATED.to_owned(),
-        };
-        Self::reject(first, why)
+        Self::reject(first, RecordError::Unterminated(detail))
     }
 
     /// Parses the record in the splitter.
-    fn parse_split(&self) -> Result<(EntityKey, Row), String> {
+    fn parse_split(&self) -> Result<(EntityKey, Row), RecordError> {
         let cells: Vec<&str> = self.splitter.cells().collect();
         self.parser.parse_cells(&self.header, &cells)
     }
@@ -754,7 +743,9 @@ features:
             );
             match (fate, &record.parsed) {
                 (Written(key), Ok((k, _))) => assert_eq!(k.as_str(), *key, "{shown}"),
-                (Rejected(part), Err(e)) => assert!(e.contains(part), "{shown}: want {part:?}"),
+                (Rejected(part), Err(e)) => {
+                    assert!(e.to_string().contains(part), "{shown}: want {part:?}")
+                }
                 _ => panic!("{shown}: want {fate:?}"),
             }
         }
@@ -830,7 +821,7 @@ features:
                 assert_eq!(&r.raw, line);
             }
             if let Err(e) = &r.parsed {
-                assert!(!e.contains('\u{1b}'), "{e}");
+                assert!(!e.to_string().contains('\u{1b}'), "{e}");
             }
         }
         let (_, row) = records[0].parsed.as_ref().unwrap();

@@ -12,19 +12,20 @@ use oka_core::{EntityKey, FeatureId, FieldType, Registry, Row, Timestamp, Value}
 use oka_storage::StoreError;
 use tracing::{info, warn};
 
-use crate::record::{RecordParser, TimeBounds};
+use crate::record::{RecordError, RecordParser, TimeBounds};
 use crate::writer::WritePath;
 
 /// Why a mock source could not emit.
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// An item of `items` is not a record of the feature's entity.
-    #[error("item {index}: {message}")]
+    #[error("item {index}: {error}")]
     Item {
         /// Its position in `items`.
         index: usize,
         /// What is wrong with it.
-        message: String,
+        #[source]
+        error: RecordError,
     },
     /// `generate` names a field the entity does not have.
     #[error("no field `{0}`")]
@@ -101,8 +102,9 @@ impl MockSource {
             // Items go through the same parser and time bounds as ingested records.
             let parser = RecordParser::new(entity, now, &TimeBounds::default());
             for (i, item) in items.iter().enumerate() {
-                let item_error = |message: String| SourceError::Item { index: i, message };
-                let text = serde_json::to_vec(item).map_err(|e| item_error(e.to_string()))?;
+                let item_error = |error: RecordError| SourceError::Item { index: i, error };
+                let text = serde_json::to_vec(item)
+                    .map_err(|e| item_error(RecordError::NotAnObject(e.to_string())))?;
                 out.push(parser.parse_json(&text).map_err(item_error)?);
             }
         } else if let Some(generate) = &self.spec.generate {

@@ -322,15 +322,6 @@ fn array_of(v: RedisValue) -> Result<Vec<RedisValue>, StoreError> {
     }
 }
 
-fn decode(feature: &Feature, bytes: &[u8]) -> Result<Row, StoreError> {
-    codec::decode_row(&feature.entity, bytes).map_err(|e| {
-        StoreError::new(
-            StoreErrorKind::Corrupt,
-            format!("feature `{}`: {e}", feature.name),
-        )
-    })
-}
-
 #[async_trait]
 impl FeatureStore for RedisStore {
     fn backend(&self) -> &'static str {
@@ -396,13 +387,13 @@ impl FeatureStore for RedisStore {
             .into_iter()
             .map(|reply| match query {
                 Query::Latest => match bytes_of(&reply)? {
-                    Some(b) => Ok(vec![decode(feature, b)?]),
+                    Some(b) => Ok(vec![codec::decode_feature_row(feature, b)?]),
                     None => Ok(Vec::new()),
                 },
                 _ => array_of(reply)?
                     .iter()
                     .filter_map(|m| bytes_of(m).transpose())
-                    .map(|b| decode(feature, b?))
+                    .map(|b| codec::decode_feature_row(feature, b?))
                     .collect(),
             })
             .collect()

@@ -11,5 +11,5 @@
 pub mod schema;
 pub mod store;
 
-pub use schema::{Replication, StoreUrl};
-pub use store::{Consistency, ScyllaOptions, ScyllaStore, parse_consistency};
+pub use schema::{Replication, ReplicationError, StoreUrl, UrlError};
+pub use store::{Consistency, ScyllaOptions, ScyllaStore, UnknownConsistency, parse_consistency};

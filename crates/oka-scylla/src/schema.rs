@@ -58,29 +58,55 @@ fn valid_identifier(name: &str) -> bool {
         && name.len() <= 48
 }
 
+/// Why a CQL store URL was refused. Messages never show a password.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// No `scheme://`.
+    #[error("`{0}` is not a URL")]
+    NotAUrl(String),
+    /// A scheme other than `scylla` or `cassandra`.
+    #[error("invalid CQL store scheme `{0}`: expected scylla:// or cassandra://")]
+    Scheme(String),
+    /// A query string or fragment.
+    #[error("CQL store URLs take no query string: use the --store-* flags for options")]
+    QueryString,
+    /// `:password@` without a user.
+    #[error("the URL has credentials without a user name")]
+    NoUser,
+    /// `a,,b` or nothing between `//` and `/`.
+    #[error("`{0}` has an empty host")]
+    EmptyHost(String),
+    /// A port that is not a number from 0 to 65535.
+    #[error("`{host}`: invalid port `{port}`")]
+    Port {
+        /// The host as written.
+        host: String,
+        /// The port as written.
+        port: String,
+    },
+    /// A keyspace that is not a plain CQL identifier.
+    #[error("invalid keyspace `{0}`: a letter, then letters, digits or `_`, at most 48")]
+    Keyspace(String),
+}
+
 impl StoreUrl {
     /// Parses a store URL.
-    pub fn parse(url: &str) -> Result<Self, String> {
+    pub fn parse(url: &str) -> Result<Self, UrlError> {
         let (scheme, rest) = url
             .split_once("://")
-            .ok_or_else(|| format!("`{url}` is not a URL"))?;
+            .ok_or_else(|| UrlError::NotAUrl(redact(url)))?;
         if !SCHEMES.contains(&scheme) {
-            return Err(format!(
-                "invalid CQL store scheme `{scheme}`: expected scylla:// or cassandra://"
-            ));
+            return Err(UrlError::Scheme(scheme.to_owned()));
         }
         if rest.contains('?') || rest.contains('#') {
-            return Err(
-                "CQL store URLs take no query string: use the --store-* flags for options"
-                    .to_owned(),
-            );
+            return Err(UrlError::QueryString);
         }
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         let (credentials, hosts) = match authority.rsplit_once('@') {
             Some((creds, hosts)) => {
                 let (user, password) = creds.split_once(':').unwrap_or((creds, ""));
                 if user.is_empty() {
-                    return Err("the URL has credentials without a user name".to_owned());
+                    return Err(UrlError::NoUser);
                 }
                 (Some((user.to_owned(), password.to_owned())), hosts)
             }
@@ -89,7 +115,7 @@ impl StoreUrl {
         let mut nodes = Vec::new();
         for host in hosts.split(',') {
             if host.is_empty() {
-                return Err(format!("`{}` has an empty host", redact(url)));
+                return Err(UrlError::EmptyHost(redact(url)));
             }
             // `[v6]:port`, `[v6]`, `host:port`, `host`.
             let has_port = match host.rfind(']') {
@@ -99,7 +125,10 @@ impl StoreUrl {
             if has_port {
                 let (_, port) = host.rsplit_once(':').unwrap_or_default();
                 if port.parse::<u16>().is_err() {
-                    return Err(format!("`{host}`: invalid port `{port}`"));
+                    return Err(UrlError::Port {
+                        host: host.to_owned(),
+                        port: port.to_owned(),
+                    });
                 }
                 nodes.push(host.to_owned());
             } else {
@@ -109,11 +138,7 @@ impl StoreUrl {
         let keyspace = match path.trim_end_matches('/') {
             "" => DEFAULT_KEYSPACE.to_owned(),
             ks if valid_identifier(ks) => ks.to_owned(),
-            ks => {
-                return Err(format!(
-                    "invalid keyspace `{ks}`: a letter, then letters, digits or `_`, at most 48"
-                ));
-            }
+            ks => return Err(UrlError::Keyspace(ks.to_owned())),
         };
         Ok(Self {
             nodes,
@@ -150,14 +175,29 @@ impl Default for Replication {
     }
 }
 
+/// Why a `--store-replication` value was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReplicationError {
+    /// Not a number from 1 to 32.
+    #[error("invalid replication factor `{0}` (1..=32)")]
+    Factor(String),
+    /// Neither `simple:RF` nor `DC:RF[,DC:RF…]`.
+    #[error("invalid replication `{0}`: expected `simple:RF` or `DC:RF[,DC:RF…]`")]
+    Shape(String),
+    /// A data center name with characters CQL would not take.
+    #[error("invalid data center name `{0}`")]
+    DataCenter(String),
+    /// The same data center twice.
+    #[error("data center `{0}` given twice")]
+    Repeated(String),
+}
+
 impl Replication {
     /// Parses `simple:RF` or `DC:RF[,DC:RF…]` (NetworkTopologyStrategy).
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let rf = |v: &str| -> Result<u32, String> {
-            match v.trim().parse::<u32>() {
-                Ok(n) if (1..=32).contains(&n) => Ok(n),
-                _ => Err(format!("invalid replication factor `{v}` (1..=32)")),
-            }
+    pub fn parse(s: &str) -> Result<Self, ReplicationError> {
+        let rf = |v: &str| match v.trim().parse::<u32>() {
+            Ok(n) if (1..=32).contains(&n) => Ok(n),
+            _ => Err(ReplicationError::Factor(v.to_owned())),
         };
         let s = s.trim();
         if let Some(n) = s
@@ -168,19 +208,19 @@ impl Replication {
         }
         let mut dcs = Vec::new();
         for part in s.split(',') {
-            let (dc, n) = part.split_once(':').ok_or_else(|| {
-                format!("invalid replication `{s}`: expected `simple:RF` or `DC:RF[,DC:RF…]`")
-            })?;
+            let (dc, n) = part
+                .split_once(':')
+                .ok_or_else(|| ReplicationError::Shape(s.to_owned()))?;
             let dc = dc.trim();
             if dc.is_empty()
                 || !dc
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
             {
-                return Err(format!("invalid data center name `{dc}`"));
+                return Err(ReplicationError::DataCenter(dc.to_owned()));
             }
             if dcs.iter().any(|(d, _)| d == dc) {
-                return Err(format!("data center `{dc}` given twice"));
+                return Err(ReplicationError::Repeated(dc.to_owned()));
             }
             dcs.push((dc.to_owned(), rf(n)?));
         }

@@ -114,8 +114,13 @@ impl Default for ScyllaOptions {
     }
 }
 
+/// A consistency level name that CQL does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown consistency `{0}` (local_one, local_quorum, one, quorum, all, …)")]
+pub struct UnknownConsistency(pub String);
+
 /// Parses a consistency level name (`local_one`, `LOCAL_QUORUM`, `one`, …).
-pub fn parse_consistency(s: &str) -> Result<Consistency, String> {
+pub fn parse_consistency(s: &str) -> Result<Consistency, UnknownConsistency> {
     Ok(match s.to_ascii_lowercase().replace('-', "_").as_str() {
         "any" => Consistency::Any,
         "one" => Consistency::One,
@@ -126,11 +131,7 @@ pub fn parse_consistency(s: &str) -> Result<Consistency, String> {
         "local_one" => Consistency::LocalOne,
         "local_quorum" => Consistency::LocalQuorum,
         "each_quorum" => Consistency::EachQuorum,
-        _ => {
-            return Err(format!(
-                "unknown consistency `{s}` (local_one, local_quorum, one, quorum, all, …)"
-            ));
-        }
+        _ => return Err(UnknownConsistency(s.to_owned())),
     })
 }
 
@@ -154,10 +155,6 @@ pub struct ScyllaStore {
     keyspace: String,
     read_concurrency: usize,
     write_concurrency: usize,
-}
-
-fn internal(message: impl Into<String>) -> StoreError {
-    StoreError::new(StoreErrorKind::Internal, message)
 }
 
 /// Maps a driver error to a store error kind.
@@ -233,15 +230,6 @@ fn retention(feature: &Feature) -> (i32, i32) {
     (i32::try_from(history).unwrap_or(i32::MAX), ttl_s)
 }
 
-fn decode(feature: &Feature, bytes: &[u8]) -> Result<Row, StoreError> {
-    codec::decode_row(&feature.entity, bytes).map_err(|e| {
-        StoreError::new(
-            StoreErrorKind::Corrupt,
-            format!("feature `{}`: {e}", feature.name),
-        )
-    })
-}
-
 /// Records of one partition, deduplicated by event time (the last given wins, as
 /// an overwrite would), in their given order otherwise.
 fn group_by_key(records: &[(EntityKey, Row)]) -> Vec<(&EntityKey, Vec<&Row>)> {
@@ -266,7 +254,8 @@ impl ScyllaStore {
     /// `cassandra://…`), optionally creates the schema, and prepares the
     /// statements. Fails if no node can be reached or the table is missing.
     pub async fn connect(url: &str, options: ScyllaOptions) -> Result<Self, StoreError> {
-        let parsed = StoreUrl::parse(url).map_err(internal)?;
+        let parsed = StoreUrl::parse(url)
+            .map_err(|e| StoreError::new(StoreErrorKind::Internal, e.to_string()).with_source(e))?;
         let mut policy = DefaultPolicy::builder()
             .token_aware(true)
             .permit_dc_failover(false);
@@ -433,7 +422,7 @@ impl ScyllaStore {
             let (time, bytes) =
                 row.map_err(|e| StoreError::new(StoreErrorKind::Corrupt, format!("cql: {e}")))?;
             if time <= end {
-                out.push(decode(feature, bytes)?);
+                out.push(codec::decode_feature_row(feature, bytes)?);
             }
         }
         // Stored newest first; answers are oldest first.

@@ -7,10 +7,12 @@
 //! MessagePack was chosen over JSON for size and speed; `docs/storage.md` has the
 //! numbers.
 
-use oka_core::registry::Entity;
+use oka_core::registry::{Entity, Feature};
 use oka_core::{Row, Timestamp, Value};
 use rmp::decode::{self, RmpRead};
 use rmp::encode;
+
+use crate::{StoreError, StoreErrorKind};
 
 /// The current encoding version.
 pub const VERSION: u8 = 1;
@@ -62,19 +64,51 @@ fn write_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
+/// Why a stored record could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// The record has no bytes.
+    #[error("empty record")]
+    Empty,
+    /// The record was written by an encoding this build does not know.
+    #[error("unknown record encoding version {0}")]
+    UnknownVersion(u8),
+    /// The record's structure is not `[time, {column: value}]`.
+    #[error("corrupt record: {0}")]
+    Shape(&'static str),
+    /// The MessagePack inside the record did not read.
+    #[error("corrupt record: {0}")]
+    MessagePack(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+fn msgpack<E: std::error::Error + Send + Sync + 'static>(e: E) -> DecodeError {
+    DecodeError::MessagePack(Box::new(e))
+}
+
+/// Decodes a record of `feature`, as a store's read answers it: a record that
+/// does not decode is a [`StoreErrorKind::Corrupt`] error naming the feature.
+pub fn decode_feature_row(feature: &Feature, bytes: &[u8]) -> Result<Row, StoreError> {
+    decode_row(&feature.entity, bytes).map_err(|e| {
+        StoreError::new(
+            StoreErrorKind::Corrupt,
+            format!("feature `{}`: {e}", feature.name),
+        )
+        .with_source(e)
+    })
+}
+
 /// Decodes a record into `entity`'s columns. Unknown columns are skipped, absent
 /// ones are null, and values are widened to the column type where lossless.
-pub fn decode_row(entity: &Entity, bytes: &[u8]) -> Result<Row, String> {
-    let (&version, mut rd) = bytes.split_first().ok_or("empty record")?;
+pub fn decode_row(entity: &Entity, bytes: &[u8]) -> Result<Row, DecodeError> {
+    let (&version, mut rd) = bytes.split_first().ok_or(DecodeError::Empty)?;
     if version != VERSION {
-        return Err(format!("unknown record encoding version {version}"));
+        return Err(DecodeError::UnknownVersion(version));
     }
-    let err = |e: &dyn std::fmt::Display| format!("corrupt record: {e}");
-    if decode::read_array_len(&mut rd).map_err(|e| err(&e))? != 2 {
-        return Err("corrupt record: expected [time, columns]".into());
+    if decode::read_array_len(&mut rd).map_err(msgpack)? != 2 {
+        return Err(DecodeError::Shape("expected [time, columns]"));
     }
-    let event_time = Timestamp(read_int(&mut rd).map_err(|e| err(&e))?);
-    let n = decode::read_map_len(&mut rd).map_err(|e| err(&e))?;
+    let event_time = Timestamp(decode::read_int(&mut rd).map_err(msgpack)?);
+    let n = decode::read_map_len(&mut rd).map_err(msgpack)?;
     let mut columns = vec![Value::Null; entity.columns.len()];
     for _ in 0..n {
         let name = read_str(&mut rd)?;
@@ -86,62 +120,52 @@ pub fn decode_row(entity: &Entity, bytes: &[u8]) -> Result<Row, String> {
     Ok(Row::new(event_time, columns))
 }
 
-fn read_int(rd: &mut &[u8]) -> Result<i64, String> {
-    decode::read_int(rd).map_err(|e| e.to_string())
-}
-
 /// Reads a string, borrowed from the record (no allocation for column names).
-fn read_str<'a>(rd: &mut &'a [u8]) -> Result<&'a str, String> {
-    let len = decode::read_str_len(rd).map_err(|e| format!("corrupt record: {e}"))? as usize;
+fn read_str<'a>(rd: &mut &'a [u8]) -> Result<&'a str, DecodeError> {
+    let len = decode::read_str_len(rd).map_err(msgpack)? as usize;
     if rd.len() < len {
-        return Err("corrupt record: truncated string".into());
+        return Err(DecodeError::Shape("truncated string"));
     }
     let (s, rest) = rd.split_at(len);
     *rd = rest;
-    std::str::from_utf8(s).map_err(|_| "corrupt record: invalid utf-8".to_owned())
+    std::str::from_utf8(s).map_err(msgpack)
 }
 
-fn read_value(rd: &mut &[u8]) -> Result<Value, String> {
+fn read_value(rd: &mut &[u8]) -> Result<Value, DecodeError> {
     use rmp::Marker;
-    let corrupt = |what: &str| format!("corrupt record: {what}");
     let marker = rd
         .first()
         .copied()
         .map(Marker::from_u8)
-        .ok_or_else(|| corrupt("truncated"))?;
+        .ok_or(DecodeError::Shape("truncated"))?;
     Ok(match marker {
         Marker::Null => {
             *rd = &rd[1..];
             Value::Null
         }
-        Marker::True | Marker::False => {
-            Value::Bool(decode::read_bool(rd).map_err(|e| corrupt(&e.to_string()))?)
-        }
-        Marker::F64 => Value::Float(decode::read_f64(rd).map_err(|e| corrupt(&e.to_string()))?),
-        Marker::F32 => Value::Float(f64::from(
-            decode::read_f32(rd).map_err(|e| corrupt(&e.to_string()))?,
-        )),
+        Marker::True | Marker::False => Value::Bool(decode::read_bool(rd).map_err(msgpack)?),
+        Marker::F64 => Value::Float(decode::read_f64(rd).map_err(msgpack)?),
+        Marker::F32 => Value::Float(f64::from(decode::read_f32(rd).map_err(msgpack)?)),
         Marker::FixStr(_) | Marker::Str8 | Marker::Str16 | Marker::Str32 => {
             Value::String(read_str(rd)?.into())
         }
         Marker::FixArray(_) | Marker::Array16 | Marker::Array32 => {
-            let n = decode::read_array_len(rd).map_err(|e| corrupt(&e.to_string()))?;
+            let n = decode::read_array_len(rd).map_err(msgpack)?;
             let items = (0..n)
                 .map(|_| read_value(rd))
                 .collect::<Result<Vec<_>, _>>()?;
             Value::List(items.into())
         }
         Marker::FixExt8 => {
-            let meta = decode::read_ext_meta(rd).map_err(|e| corrupt(&e.to_string()))?;
+            let meta = decode::read_ext_meta(rd).map_err(msgpack)?;
             if meta.typeid != EXT_TIMESTAMP {
-                return Err(corrupt("unknown extension type"));
+                return Err(DecodeError::Shape("unknown extension type"));
             }
             let mut b = [0u8; 8];
-            rd.read_exact_buf(&mut b)
-                .map_err(|e| corrupt(&e.to_string()))?;
+            rd.read_exact_buf(&mut b).map_err(msgpack)?;
             Value::Timestamp(Timestamp(i64::from_be_bytes(b)))
         }
-        _ => Value::Int(read_int(rd).map_err(|e| corrupt(&e))?),
+        _ => Value::Int(decode::read_int(rd).map_err(msgpack)?),
     })
 }
 
