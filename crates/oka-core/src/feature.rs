@@ -136,4 +136,28 @@ impl Feature {
     pub fn is_pipeline(&self) -> bool {
         matches!(self.kind, FeatureKind::Pipeline { .. })
     }
+
+    /// What a store keeps of it: the history bound (at least one record per key)
+    /// and the TTL. Every backend applies this one rule, in its own units.
+    pub fn retention(&self) -> Retention {
+        match self.kind {
+            FeatureKind::Pipeline { history, ttl, .. } => Retention {
+                history: history.max(1),
+                ttl,
+            },
+            FeatureKind::OnDemand { .. } => Retention {
+                history: DEFAULT_HISTORY,
+                ttl: None,
+            },
+        }
+    }
+}
+
+/// What a store keeps of a feature ([`Feature::retention`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retention {
+    /// Records kept per key, newest by event time; at least 1.
+    pub history: usize,
+    /// How long after its last write a key expires; `None`: never.
+    pub ttl: Option<std::time::Duration>,
 }

@@ -9,7 +9,8 @@ use indexmap::IndexMap;
 
 pub use crate::entity::{Column, Entity};
 pub use crate::feature::{
-    Arg, DEFAULT_HISTORY, Dependency, Feature, FeatureId, FeatureKind, QueryKind, UdfImpl,
+    Arg, DEFAULT_HISTORY, Dependency, Feature, FeatureId, FeatureKind, QueryKind, Retention,
+    UdfImpl,
 };
 use crate::plan::{Plan, PlanCache};
 use crate::spec::Spec;

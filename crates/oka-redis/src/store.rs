@@ -20,7 +20,7 @@ use fred::error::{Error as FredError, ErrorKind};
 use fred::prelude::*;
 use fred::types::Value as RedisValue;
 use fred::types::scripts::Script;
-use oka_core::registry::{DEFAULT_HISTORY, FeatureKind};
+use oka_core::registry::Retention;
 use oka_core::{EntityKey, Feature, Query, Row};
 use oka_storage::{FeatureStore, StoreError, StoreErrorKind, codec};
 
@@ -155,10 +155,7 @@ pub fn map_error(e: &FredError) -> StoreError {
 
 /// The history bound and the TTL in milliseconds (0: none).
 fn retention(feature: &Feature) -> (i64, i64) {
-    let (history, ttl) = match feature.kind {
-        FeatureKind::Pipeline { history, ttl, .. } => (history.max(1), ttl),
-        FeatureKind::OnDemand { .. } => (DEFAULT_HISTORY, None),
-    };
+    let Retention { history, ttl } = feature.retention();
     let ttl_ms = ttl.map_or(0, |t| {
         i64::try_from(t.as_millis()).unwrap_or(i64::MAX).max(1)
     });

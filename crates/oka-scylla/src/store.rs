@@ -22,7 +22,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::{FuturesOrdered, FuturesUnordered};
-use oka_core::registry::{DEFAULT_HISTORY, FeatureKind};
+use oka_core::registry::Retention;
 use oka_core::{EntityKey, Feature, Query, Row};
 use oka_storage::{FeatureStore, StoreError, StoreErrorKind, codec};
 use scylla::client::PoolSize;
@@ -218,10 +218,7 @@ fn map_prepare_error(e: &PrepareError) -> StoreError {
 
 /// The history bound and the TTL in seconds (0: none) of a feature.
 fn retention(feature: &Feature) -> (i32, i32) {
-    let (history, ttl) = match feature.kind {
-        FeatureKind::Pipeline { history, ttl, .. } => (history.max(1), ttl),
-        FeatureKind::OnDemand { .. } => (DEFAULT_HISTORY, None),
-    };
+    let Retention { history, ttl } = feature.retention();
     // CQL TTLs are whole seconds, at most 20 years; round sub-second TTLs up.
     let ttl_s = ttl.map_or(0, |t| {
         let s = t.as_secs() + u64::from(t.subsec_nanos() > 0);

@@ -9,7 +9,6 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use oka_core::registry::{DEFAULT_HISTORY, FeatureKind};
 use oka_core::{EntityKey, Feature, Query, Row};
 use parking_lot::RwLock;
 
@@ -105,10 +104,8 @@ impl MemoryStore {
 }
 
 fn history_bound(feature: &Feature) -> (usize, Option<Duration>) {
-    match feature.kind {
-        FeatureKind::Pipeline { history, ttl, .. } => (history.max(1), ttl),
-        FeatureKind::OnDemand { .. } => (DEFAULT_HISTORY, None),
-    }
+    let r = feature.retention();
+    (r.history, r.ttl)
 }
 
 /// Reads `query` from one key's history.
