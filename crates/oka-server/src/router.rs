@@ -26,7 +26,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::auth::Scope;
 use crate::error::ApiError;
 use crate::ingest;
-use crate::metrics::{Refusal, Route};
+use crate::metrics::{Metrics, Refusal, Route};
 use crate::serve::{self, Dialect};
 use crate::state::{Admitted, AppState, ReloadError};
 
@@ -261,18 +261,39 @@ fn admit(state: &AppState) -> Result<Admitted, ApiError> {
     })
 }
 
-/// Records metrics for a finished request and turns errors into responses.
-fn finish(
-    state: &AppState,
-    route: Route,
-    started: Instant,
-    result: Result<Response, ApiError>,
-) -> Response {
-    let resp = result.unwrap_or_else(IntoResponse::into_response);
-    let m = &state.shared.metrics;
-    m.request(route, resp.status().as_u16(), started.elapsed());
-    m.in_flight().add(-1);
+/// Runs one serving-port handler with the bookkeeping every one of them shares:
+/// the clock starts before anything else, the request counts as in flight until
+/// it ends (or is dropped with its connection), an error becomes its JSON answer,
+/// and the latency is recorded under `route` and the status.
+async fn tracked<F, Fut>(state: &AppState, route: Route, handler: F) -> Response
+where
+    F: FnOnce(Instant) -> Fut,
+    Fut: Future<Output = Result<Response, ApiError>>,
+{
+    let started = Instant::now();
+    let metrics = &state.shared.metrics;
+    let _in_flight = InFlight::enter(metrics);
+    let resp = handler(started)
+        .await
+        .unwrap_or_else(IntoResponse::into_response);
+    metrics.request(route, resp.status().as_u16(), started.elapsed());
     resp
+}
+
+/// Holds one count of `oka_http_requests_in_flight` until dropped.
+struct InFlight<'a>(&'a Metrics);
+
+impl<'a> InFlight<'a> {
+    fn enter(metrics: &'a Metrics) -> Self {
+        metrics.in_flight().add(1);
+        Self(metrics)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight().add(-1);
+    }
 }
 
 fn json_response(body: impl Into<Body>) -> Response {
@@ -292,9 +313,7 @@ async fn compute(
     body: impl Future<Output = Result<Bytes, ApiError>>,
     dialect: Dialect,
 ) -> Response {
-    let started = Instant::now();
-    state.shared.metrics.in_flight().add(1);
-    let result = async {
+    tracked(state, route, |started| async move {
         authorize(state, headers, Scope::Read)?;
         let deadline = deadline_header(headers)?;
         let body = body.await?;
@@ -305,9 +324,8 @@ async fn compute(
             resp.headers_mut().insert("server-timing", v);
         }
         Ok(resp)
-    }
-    .await;
-    finish(state, route, started, result)
+    })
+    .await
 }
 
 async fn post_features(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
@@ -342,44 +360,43 @@ async fn get_volga(State(state): State<AppState>, headers: HeaderMap, uri: Uri) 
 }
 
 async fn get_catalog(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let started = Instant::now();
-    state.shared.metrics.in_flight().add(1);
-    let result = authorize(&state, &headers, Scope::Read)
-        .and_then(|()| admit(&state))
-        .map(|_slot| json_response(state.shared.loaded.load().catalog_json.clone()));
-    finish(&state, Route::Registry, started, result)
+    tracked(&state, Route::Registry, |_| async {
+        authorize(&state, &headers, Scope::Read)?;
+        let _slot = admit(&state)?;
+        Ok(json_response(
+            state.shared.loaded.load().catalog_json.clone(),
+        ))
+    })
+    .await
 }
 
 async fn post_ingest(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
-    let started = Instant::now();
-    state.shared.metrics.in_flight().add(1);
-    let result = async {
+    tracked(&state, Route::Ingest, |_| async {
         authorize(&state, &headers, Scope::Write)?;
         let budget = Arc::clone(&state.shared.ingest_budget);
         let body = read_body(&state, &headers, body, Some(&budget)).await?;
         let _slot = admit(&state)?;
         let summary = ingest::ingest(&state.shared, &body.bytes).await?;
         Ok(json_response(summary))
-    }
-    .await;
-    finish(&state, Route::Ingest, started, result)
+    })
+    .await
 }
 
 async fn not_found(State(state): State<AppState>) -> Response {
-    let started = Instant::now();
-    state.shared.metrics.in_flight().add(1);
-    let err = ApiError::new(ErrorCode::NotFound, "no such route");
-    finish(&state, Route::Other, started, Err(err))
+    tracked(&state, Route::Other, |_| async {
+        Err(ApiError::new(ErrorCode::NotFound, "no such route"))
+    })
+    .await
 }
 
 async fn method_not_allowed(State(state): State<AppState>) -> Response {
-    let started = Instant::now();
-    state.shared.metrics.in_flight().add(1);
-    let err = ApiError::new(
-        ErrorCode::MethodNotAllowed,
-        "method not allowed on this route",
-    );
-    finish(&state, Route::Other, started, Err(err))
+    tracked(&state, Route::Other, |_| async {
+        Err(ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            "method not allowed on this route",
+        ))
+    })
+    .await
 }
 
 async fn healthz() -> Response {
