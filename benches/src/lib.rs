@@ -12,34 +12,19 @@ use oka_storage::{FeatureStore, MemoryStore};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The seed spec: `test_feature` and `simple_feature = value × multiplier`, plus a
-/// chained feature.
-pub const SPEC: &str = r#"
-version: 1
-entities:
-  TestEntity:
-    keys: {id: string}
-    timestamp: timestamp
-    fields: {value: float}
-features:
-  test_feature:
-    kind: pipeline
-    entity: TestEntity
-  simple_feature:
-    kind: on_demand
-    entity: TestEntity
-    dependencies: [test_feature]
-    args: {multiplier: {type: float, default: 1.0}}
-    udf:
-      expr: {value: "test_feature.value * multiplier", timestamp: "now"}
-  chained_feature:
+/// The seed spec (`examples/seed/spec.yaml`: `test_feature` and
+/// `simple_feature = value × multiplier`) plus a chained feature.
+pub const SPEC: &str = concat!(
+    include_str!("../../examples/seed/spec.yaml"),
+    r#"  chained_feature:
     kind: on_demand
     entity: TestEntity
     dependencies: [simple_feature]
     args: {offset: {type: float, default: 0.0}}
     udf:
       expr: {value: "simple_feature.value + offset"}
-"#;
+"#
+);
 
 /// The seed registry.
 pub fn registry() -> Arc<Registry> {

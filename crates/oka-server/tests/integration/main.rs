@@ -22,25 +22,10 @@ use oka_server::{AppState, Limits, Shared};
 use oka_storage::{FeatureStore, MemoryStore, StoreError};
 use tower::ServiceExt;
 
-pub const SPEC: &str = r#"
-version: 1
-entities:
-  TestEntity:
-    keys: {id: string}
-    timestamp: timestamp
-    fields: {value: float}
-features:
-  test_feature:
-    kind: pipeline
-    entity: TestEntity
-  simple_feature:
-    kind: on_demand
-    entity: TestEntity
-    dependencies: [test_feature]
-    args: {multiplier: {type: float, default: 1.0}}
-    udf:
-      expr: {value: "test_feature.value * multiplier", timestamp: "now"}
-  plus_feature:
+/// The seed spec (`examples/seed/spec.yaml`) plus the features these tests need.
+pub const SPEC: &str = concat!(
+    include_str!("../../../../examples/seed/spec.yaml"),
+    r#"  plus_feature:
     kind: on_demand
     entity: TestEntity
     dependencies: [test_feature]
@@ -59,7 +44,8 @@ features:
     dependencies: [test_feature]
     udf:
       expr: {value: "double(100 / (int(test_feature.value) - 13))"}
-"#;
+"#
+);
 
 /// Held by tests that start real worker threads, which are found by name in
 /// `/proc/self/task`: one such test at a time.
