@@ -13,7 +13,7 @@ use crate::value::{FieldType, Row, Timestamp, Value};
 
 use super::convert::{from_cel, record_to_cel, to_cel};
 use super::fast::Fast;
-use super::{Binding, CelError, CelUdf, ExprProblem, NOW};
+use super::{Binding, CelError, CelUdf, ExprProblem, NOW, ReadColumns};
 
 impl CelUdf {
     /// Compiles and checks `exprs` (output field → expression) for `output`, with
@@ -28,67 +28,13 @@ impl CelUdf {
         let mut programs: Vec<Option<Program>> = std::iter::repeat_with(|| None)
             .take(output.columns.len())
             .collect();
-        let names: HashMap<&str, &Binding> = bindings.iter().map(|(n, b)| (&**n, b)).collect();
         // (variable, field selected directly on it) for every reference.
         let mut used: Vec<(String, Option<String>)> = Vec::new();
-
         for (field, source) in exprs {
-            let problem = |message: String| ExprProblem {
-                field: Some(field.clone()),
-                message,
-            };
-            let Some(col) = output.column_index(field) else {
-                problems.push(problem(format!(
-                    "`{field}` is not a field of entity `{}`",
-                    output.name
-                )));
-                continue;
-            };
-            let program = match env.compile(source) {
-                Ok(p) => p,
-                Err(e) => {
-                    problems.push(problem(format!(
-                        "does not compile: {}",
-                        one_line(&e.to_string())
-                    )));
-                    continue;
-                }
-            };
-            let mut refs = Vec::new();
-            free_references(program.expression(), &mut Vec::new(), &mut refs);
-            used.extend(
-                refs.iter()
-                    .map(|r| (r.var.to_owned(), r.field.map(str::to_owned))),
-            );
-            let mut ok = true;
-            for r in &refs {
-                match (names.get(r.var), r.field) {
-                    (None, _) => {
-                        ok = false;
-                        problems.push(problem(format!(
-                            "references unknown name `{}` (known: {})",
-                            r.var,
-                            known_names(bindings)
-                        )));
-                    }
-                    (Some(Binding::Record(e)), Some(f)) if e.column_index(f).is_none() => {
-                        ok = false;
-                        problems.push(problem(format!(
-                            "`{}.{f}`: entity `{}` has no field `{f}`",
-                            r.var, e.name
-                        )));
-                    }
-                    _ => {}
-                }
+            match compile_one(env, output, bindings, field, source, &mut used) {
+                Ok((col, program)) => programs[col] = Some(program),
+                Err(found) => problems.extend(found),
             }
-            if ok {
-                let expected = &output.columns[col].ty;
-                if let Err(e) = dry_run(env, &program, bindings, expected) {
-                    problems.push(problem(e.to_string()));
-                    continue;
-                }
-            }
-            programs[col] = Some(program);
         }
         for (i, c) in output.columns.iter().enumerate() {
             let defaulted = i == output.timestamp_index || output.key_index.contains(&i);
@@ -102,74 +48,8 @@ impl CelUdf {
         if !problems.is_empty() {
             return Err(problems);
         }
-        // Bind only what the expressions read: unread inputs and scalars are skipped,
-        // and a record read only through `dep.field` gets only those fields.
-        fn reads<'a>(
-            used: &'a [(String, Option<String>)],
-            name: &'a str,
-        ) -> impl Iterator<Item = &'a (String, Option<String>)> + 'a {
-            used.iter().filter(move |(v, _)| v == name)
-        }
-        let mut inputs = Vec::new();
-        let mut args_used = Vec::new();
-        let mut now_used = false;
-        for (name, b) in bindings {
-            match b {
-                Binding::Record(e) | Binding::Records(e) => {
-                    let mut refs = reads(&used, name).peekable();
-                    if refs.peek().is_none() {
-                        inputs.push(None);
-                        continue;
-                    }
-                    let whole = matches!(b, Binding::Records(_))
-                        || reads(&used, name).any(|(_, f)| f.is_none());
-                    let columns = e
-                        .columns
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, c)| {
-                            whole || reads(&used, name).any(|(_, f)| f.as_deref() == Some(&*c.name))
-                        })
-                        .map(|(i, c)| (i, Arc::clone(&c.name)))
-                        .collect();
-                    inputs.push(Some(columns));
-                }
-                Binding::Scalar(_) if &**name == NOW => {
-                    now_used = reads(&used, name).next().is_some()
-                }
-                Binding::Scalar(_) => args_used.push(reads(&used, name).next().is_some()),
-            }
-        }
-        // The fast forms: inputs by their index among the dependencies (only
-        // `latest` ones qualify), `double` arguments by their index among the args.
-        let (mut fast_inputs, mut fast_args) = (HashMap::new(), HashMap::new());
-        let (mut n_inputs, mut n_args) = (0, 0);
-        for (name, b) in bindings {
-            match b {
-                Binding::Record(e) => {
-                    fast_inputs.insert(&**name, (n_inputs, &**e));
-                    n_inputs += 1;
-                }
-                Binding::Records(_) => n_inputs += 1,
-                Binding::Scalar(_) if &**name == NOW => {}
-                Binding::Scalar(ty) => {
-                    if *ty == FieldType::Float {
-                        fast_args.insert(&**name, n_args);
-                    }
-                    n_args += 1;
-                }
-            }
-        }
-        let fast = programs
-            .iter()
-            .map(|p| match p {
-                None => Some(None),
-                Some(p) => match &p.expression().expr {
-                    Expr::Ident(name) if name == NOW => Some(Some(Fast::Now)),
-                    _ => Fast::of(p.expression(), &fast_inputs, &fast_args).map(Some),
-                },
-            })
-            .collect::<Option<Vec<_>>>();
+        let (inputs, args_used, now_used) = bound_reads(bindings, &used);
+        let fast = fast_forms(bindings, &programs);
         Ok(Self {
             env: Arc::clone(env),
             programs,
@@ -179,6 +59,144 @@ impl CelUdf {
             fast,
         })
     }
+}
+
+/// Compiles the expression of output `field` and checks its names and fields
+/// against `bindings` (adding what it reads to `used`), then dry-runs it if those
+/// hold: the column and program, or every problem found.
+fn compile_one(
+    env: &Arc<Env>,
+    output: &Entity,
+    bindings: &[(Arc<str>, Binding)],
+    field: &str,
+    source: &str,
+    used: &mut Vec<(String, Option<String>)>,
+) -> Result<(usize, Program), Vec<ExprProblem>> {
+    let problem = |message: String| ExprProblem {
+        field: Some(field.to_owned()),
+        message,
+    };
+    let Some(col) = output.column_index(field) else {
+        return Err(vec![problem(format!(
+            "`{field}` is not a field of entity `{}`",
+            output.name
+        ))]);
+    };
+    let program = env.compile(source).map_err(|e| {
+        vec![problem(format!(
+            "does not compile: {}",
+            one_line(&e.to_string())
+        ))]
+    })?;
+    let mut refs = Vec::new();
+    free_references(program.expression(), &mut Vec::new(), &mut refs);
+    used.extend(
+        refs.iter()
+            .map(|r| (r.var.to_owned(), r.field.map(str::to_owned))),
+    );
+    let mut problems = Vec::new();
+    for r in &refs {
+        let binding = bindings.iter().find(|(n, _)| &**n == r.var).map(|(_, b)| b);
+        match (binding, r.field) {
+            (None, _) => problems.push(problem(format!(
+                "references unknown name `{}` (known: {})",
+                r.var,
+                known_names(bindings)
+            ))),
+            (Some(Binding::Record(e)), Some(f)) if e.column_index(f).is_none() => {
+                problems.push(problem(format!(
+                    "`{}.{f}`: entity `{}` has no field `{f}`",
+                    r.var, e.name
+                )));
+            }
+            _ => {}
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    dry_run(env, &program, bindings, &output.columns[col].ty)
+        .map_err(|e| vec![problem(e.to_string())])?;
+    Ok((col, program))
+}
+
+/// What the expressions read of each binding, so that only that is bound: per
+/// input, the columns read (`None`: not read at all; a record read only through
+/// `dep.field` gets only those fields); per argument, whether it is read; and
+/// whether `now` is.
+fn bound_reads(
+    bindings: &[(Arc<str>, Binding)],
+    used: &[(String, Option<String>)],
+) -> (Vec<Option<ReadColumns>>, Vec<bool>, bool) {
+    let reads = |name: &str| {
+        let name = name.to_owned();
+        used.iter().filter(move |(v, _)| *v == name)
+    };
+    let mut inputs = Vec::new();
+    let mut args_used = Vec::new();
+    let mut now_used = false;
+    for (name, b) in bindings {
+        match b {
+            Binding::Record(e) | Binding::Records(e) => {
+                if reads(name).next().is_none() {
+                    inputs.push(None);
+                    continue;
+                }
+                let whole =
+                    matches!(b, Binding::Records(_)) || reads(name).any(|(_, f)| f.is_none());
+                let columns = e
+                    .columns
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, c)| {
+                        whole || reads(name).any(|(_, f)| f.as_deref() == Some(&*c.name))
+                    })
+                    .map(|(i, c)| (i, Arc::clone(&c.name)))
+                    .collect();
+                inputs.push(Some(columns));
+            }
+            Binding::Scalar(_) if &**name == NOW => now_used = reads(name).next().is_some(),
+            Binding::Scalar(_) => args_used.push(reads(name).next().is_some()),
+        }
+    }
+    (inputs, args_used, now_used)
+}
+
+/// The native form of each program where it has one ([`Fast`]); `None` when any
+/// program lacks one. Inputs are named by their index among the dependencies
+/// (only `latest` ones qualify), `double` arguments by their index among the args.
+fn fast_forms(
+    bindings: &[(Arc<str>, Binding)],
+    programs: &[Option<Program>],
+) -> Option<Vec<Option<Fast>>> {
+    let (mut fast_inputs, mut fast_args) = (HashMap::new(), HashMap::new());
+    let (mut n_inputs, mut n_args) = (0, 0);
+    for (name, b) in bindings {
+        match b {
+            Binding::Record(e) => {
+                fast_inputs.insert(&**name, (n_inputs, &**e));
+                n_inputs += 1;
+            }
+            Binding::Records(_) => n_inputs += 1,
+            Binding::Scalar(_) if &**name == NOW => {}
+            Binding::Scalar(ty) => {
+                if *ty == FieldType::Float {
+                    fast_args.insert(&**name, n_args);
+                }
+                n_args += 1;
+            }
+        }
+    }
+    programs
+        .iter()
+        .map(|p| match p {
+            None => Some(None),
+            Some(p) => match &p.expression().expr {
+                Expr::Ident(name) if name == NOW => Some(Some(Fast::Now)),
+                _ => Fast::of(p.expression(), &fast_inputs, &fast_args).map(Some),
+            },
+        })
+        .collect()
 }
 
 pub(super) fn one_line(s: &str) -> String {
