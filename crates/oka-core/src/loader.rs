@@ -15,12 +15,13 @@ use crate::feature::{
 use crate::plan::{Plan, PlanCache};
 use crate::registry::Registry;
 use crate::spec::{
-    DependencySpec, EntitySpec, FeatureKindSpec, FeatureSpec, MockSourceSpec, QueryKindSpec,
-    SPEC_VERSION, Spec,
+    DependencySpec, EntitySpec, FeatureKindSpec, FeatureSpec, QueryKindSpec, SPEC_VERSION, Spec,
 };
 use crate::topo::topo_order;
 use crate::udf::NativeUdfs;
 use crate::value::FieldType;
+
+mod source;
 
 impl Registry {
     /// Parses, validates and plans a YAML spec. `origin` (the file path) prefixes
@@ -82,97 +83,18 @@ impl Loader {
             return Err(SpecErrors(self.errors));
         }
         let entities = self.entities(&spec.entities);
-
-        // Features: names, entities, kinds, dependency ids.
-        let names: HashMap<Arc<str>, FeatureId> = spec
-            .features
-            .keys()
-            .enumerate()
-            .map(|(i, n)| (Arc::<str>::from(n.as_str()), i))
-            .collect();
-        let mut deps_of: Vec<Vec<Dependency>> = Vec::with_capacity(spec.features.len());
-        for (name, f) in &spec.features {
-            let path = format!("features.{name}");
-            self.check_name(&path, "feature", name);
-            if !entities.contains_key(f.entity.as_str()) {
-                self.err(
-                    format!("{path}.entity"),
-                    format!("unknown entity `{}`", f.entity),
-                );
-            }
-            deps_of.push(self.dependencies(&path, f, &spec.features, &names));
-        }
+        let deps_of = self.feature_dependencies(&spec, &entities);
         if !self.errors.is_empty() {
             return Err(SpecErrors(self.errors));
         }
-
-        let topo = match topo_order(&deps_of) {
-            Ok(order) => order,
-            Err(cycle) => {
-                let names: Vec<&str> = cycle
-                    .iter()
-                    .map(|&i| spec.features.get_index(i).map_or("?", |(n, _)| n.as_str()))
-                    .collect();
-                self.err(
-                    format!("features.{}.dependencies", names[0]),
-                    format!("dependency cycle: {}", names.join(" -> ")),
-                );
-                return Err(SpecErrors(self.errors));
-            }
+        let Some((topo, topo_rank)) = self.order(&spec, &deps_of) else {
+            return Err(SpecErrors(self.errors));
         };
-        let mut topo_rank = vec![0; topo.len()];
-        for (rank, &id) in topo.iter().enumerate() {
-            topo_rank[id] = rank;
-        }
-
-        // Build features in dependency order so UDFs see their inputs' schemas.
         let cel_env = cel_udf::env();
-        let mut built: Vec<Option<Feature>> = vec![None; spec.features.len()];
-        for &id in &topo {
-            let Some((name, f)) = spec.features.get_index(id) else {
-                continue;
-            };
-            let entity = Arc::clone(&entities[f.entity.as_str()]);
-            let kind = match f.kind {
-                FeatureKindSpec::Pipeline => FeatureKind::Pipeline {
-                    history: f.history.unwrap_or(DEFAULT_HISTORY),
-                    ttl: f
-                        .ttl_s
-                        .filter(|t| *t > 0.0 && t.is_finite())
-                        .map(std::time::Duration::from_secs_f64),
-                    source: f.source.as_ref().map(|s| s.mock.clone()),
-                },
-                FeatureKindSpec::OnDemand => {
-                    match self.on_demand(name, f, &entity, &deps_of[id], &built, natives, &cel_env)
-                    {
-                        Some(k) => k,
-                        None => continue,
-                    }
-                }
-            };
-            if let FeatureKind::Pipeline {
-                source: Some(src), ..
-            } = &kind
-            {
-                self.check_source(
-                    &format!("features.{name}.source.mock"),
-                    src,
-                    &entity,
-                    &cel_env,
-                );
-            }
-            built[id] = Some(Feature {
-                id,
-                name: name.as_str().into(),
-                entity,
-                description: f.description.clone(),
-                kind,
-            });
-        }
+        let features = self.build_features(&spec, &entities, &deps_of, &topo, natives, &cel_env);
         if !self.errors.is_empty() {
             return Err(SpecErrors(self.errors));
         }
-        let features: Vec<Feature> = built.into_iter().flatten().collect();
         let by_name = features
             .iter()
             .map(|f| (Arc::clone(&f.name), f.id))
@@ -192,6 +114,117 @@ impl Loader {
             .map(|id| Arc::new(Plan::build(&registry.features, &registry.topo_rank, &[id])))
             .collect();
         Ok(registry)
+    }
+
+    /// Checks each feature's name and entity, and resolves its dependencies
+    /// (by feature id, in spec order).
+    fn feature_dependencies(
+        &mut self,
+        spec: &Spec,
+        entities: &IndexMap<Arc<str>, Arc<Entity>>,
+    ) -> Vec<Vec<Dependency>> {
+        let names: HashMap<Arc<str>, FeatureId> = spec
+            .features
+            .keys()
+            .enumerate()
+            .map(|(i, n)| (Arc::<str>::from(n.as_str()), i))
+            .collect();
+        let mut deps_of: Vec<Vec<Dependency>> = Vec::with_capacity(spec.features.len());
+        for (name, f) in &spec.features {
+            let path = format!("features.{name}");
+            self.check_name(&path, "feature", name);
+            if !entities.contains_key(f.entity.as_str()) {
+                self.err(
+                    format!("{path}.entity"),
+                    format!("unknown entity `{}`", f.entity),
+                );
+            }
+            deps_of.push(self.dependencies(&path, f, &spec.features, &names));
+        }
+        deps_of
+    }
+
+    /// The features in dependency order, and each feature's rank in it; `None`
+    /// (with the cycle reported) if the dependencies have a cycle.
+    fn order(
+        &mut self,
+        spec: &Spec,
+        deps_of: &[Vec<Dependency>],
+    ) -> Option<(Vec<FeatureId>, Vec<usize>)> {
+        let topo = match topo_order(deps_of) {
+            Ok(order) => order,
+            Err(cycle) => {
+                let names: Vec<&str> = cycle
+                    .iter()
+                    .map(|&i| spec.features.get_index(i).map_or("?", |(n, _)| n.as_str()))
+                    .collect();
+                self.err(
+                    format!("features.{}.dependencies", names[0]),
+                    format!("dependency cycle: {}", names.join(" -> ")),
+                );
+                return None;
+            }
+        };
+        let mut topo_rank = vec![0; topo.len()];
+        for (rank, &id) in topo.iter().enumerate() {
+            topo_rank[id] = rank;
+        }
+        Some((topo, topo_rank))
+    }
+
+    /// Builds the features in dependency order, so that UDFs see their inputs'
+    /// schemas; the ones with problems are reported and left out.
+    fn build_features(
+        &mut self,
+        spec: &Spec,
+        entities: &IndexMap<Arc<str>, Arc<Entity>>,
+        deps_of: &[Vec<Dependency>],
+        topo: &[FeatureId],
+        natives: &NativeUdfs,
+        cel_env: &Arc<cel::Env>,
+    ) -> Vec<Feature> {
+        let mut built: Vec<Option<Feature>> = vec![None; spec.features.len()];
+        for &id in topo {
+            let Some((name, f)) = spec.features.get_index(id) else {
+                continue;
+            };
+            let entity = Arc::clone(&entities[f.entity.as_str()]);
+            let kind = match f.kind {
+                FeatureKindSpec::Pipeline => FeatureKind::Pipeline {
+                    history: f.history.unwrap_or(DEFAULT_HISTORY),
+                    ttl: f
+                        .ttl_s
+                        .filter(|t| *t > 0.0 && t.is_finite())
+                        .map(std::time::Duration::from_secs_f64),
+                    source: f.source.as_ref().map(|s| s.mock.clone()),
+                },
+                FeatureKindSpec::OnDemand => {
+                    match self.on_demand(name, f, &entity, &deps_of[id], &built, natives, cel_env) {
+                        Some(k) => k,
+                        None => continue,
+                    }
+                }
+            };
+            if let FeatureKind::Pipeline {
+                source: Some(src), ..
+            } = &kind
+            {
+                self.check_source(
+                    &format!("features.{name}.source.mock"),
+                    src,
+                    &entity,
+                    cel_env,
+                );
+            }
+            built[id] = Some(Feature {
+                id,
+                name: name.as_str().into(),
+                entity,
+                description: f.description.clone(),
+                kind,
+            });
+        }
+        built.into_iter().flatten().collect()
     }
 
     fn entities(
@@ -482,91 +515,5 @@ impl Loader {
             arg_names,
             udf,
         })
-    }
-
-    fn check_source(
-        &mut self,
-        path: &str,
-        src: &MockSourceSpec,
-        entity: &Entity,
-        env: &Arc<cel::Env>,
-    ) {
-        if src.period_s.is_some_and(|p| !(p >= 0.0 && p.is_finite())) {
-            self.err(
-                format!("{path}.period_s"),
-                "period_s must be a non-negative number",
-            );
-        }
-        match (&src.items, &src.generate) {
-            (Some(items), None) => {
-                for (i, item) in items.iter().enumerate() {
-                    for (k, v) in item {
-                        match entity.column_index(k) {
-                            None => self.err(
-                                format!("{path}.items[{i}].{k}"),
-                                format!("entity `{}` has no field `{k}`", entity.name),
-                            ),
-                            Some(c) if c == entity.timestamp_index => self.err(
-                                format!("{path}.items[{i}].{k}"),
-                                "the timestamp is the emit time; leave it out",
-                            ),
-                            Some(c) => {
-                                if let Err(e) = entity.columns[c].ty.from_json(v) {
-                                    self.err(format!("{path}.items[{i}].{k}"), e.to_string());
-                                }
-                            }
-                        }
-                    }
-                    for key in entity.keys() {
-                        if !item.contains_key(&*key.name) {
-                            self.err(
-                                format!("{path}.items[{i}]"),
-                                format!("missing key field `{}`", key.name),
-                            );
-                        }
-                    }
-                }
-            }
-            (None, Some(generate)) => {
-                for (k, expr) in &generate.columns {
-                    let cpath = format!("{path}.generate.columns.{k}");
-                    match entity.column_index(k) {
-                        None => self.err(
-                            &cpath,
-                            format!("entity `{}` has no field `{k}`", entity.name),
-                        ),
-                        Some(c) if c == entity.timestamp_index => {
-                            self.err(&cpath, "the timestamp is the emit time; leave it out")
-                        }
-                        Some(c) => {
-                            // Compile, then run once (i = 0, tick = 0) to check the type.
-                            let ty = &entity.columns[c].ty;
-                            let checked = cel_udf::compile_scalar(env, expr, &["i", "tick"])
-                                .and_then(|p| {
-                                    cel_udf::eval_scalar(env, &p, &[("i", 0), ("tick", 0)])
-                                })
-                                .map_err(|e| e.to_string())
-                                .and_then(|v| {
-                                    ty.coerce(v).map(|_| ()).ok_or_else(|| {
-                                        format!("the expression does not give a {ty}")
-                                    })
-                                });
-                            if let Err(e) = checked {
-                                self.err(&cpath, e);
-                            }
-                        }
-                    }
-                }
-                for key in entity.keys() {
-                    if !generate.columns.contains_key(&*key.name) {
-                        self.err(
-                            format!("{path}.generate.columns"),
-                            format!("missing key field `{}`", key.name),
-                        );
-                    }
-                }
-            }
-            _ => self.err(path, "give exactly one of `items` and `generate`"),
-        }
     }
 }

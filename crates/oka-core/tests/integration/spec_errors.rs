@@ -285,6 +285,34 @@ fn mock_source_checks_columns() {
 }
 
 #[test]
+fn mock_source_checks_items_by_index_and_field() {
+    let err = errors(
+        "  q:\n    kind: pipeline\n    entity: E\n    source: {mock: {items: [{id: a, value: 1.0}, {value: x, ts: 5, nope: 1}]}}\n",
+    );
+    assert_has(
+        &err,
+        &[
+            "features.q.source.mock.items[1].value",
+            "features.q.source.mock.items[1].ts",
+            "the timestamp is the emit time; leave it out",
+            "features.q.source.mock.items[1].nope",
+            "entity `E` has no field `nope`",
+            "features.q.source.mock.items[1]: missing key field `id`",
+        ],
+    );
+    assert!(!err.contains("items[0]"), "{err}");
+    let err =
+        errors("  q:\n    kind: pipeline\n    entity: E\n    source: {mock: {period_s: -1}}\n");
+    assert_has(
+        &err,
+        &[
+            "features.q.source.mock.period_s",
+            "features.q.source.mock: give exactly one of `items` and `generate`",
+        ],
+    );
+}
+
+#[test]
 fn ttl_must_be_positive_and_on_pipeline_features() {
     let err = errors("  q:\n    kind: pipeline\n    entity: E\n    ttl_s: -1\n");
     assert_has(&err, &["features.q.ttl_s", "positive number of seconds"]);
