@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
-use oka_core::{NativeUdfs, Registry, Timestamp};
+use oka_core::{FeatureId, NativeUdfs, Registry, Timestamp};
 use oka_ingest::load::{self, LoadEvents, LoadSummary, ReadOptions, Sent};
 use oka_ingest::record::{printable, terminal_safe};
 use oka_ingest::{Format, NoMetrics, ReaderLimits, Record, TimeBounds, WritePath, WriterConfig};
@@ -226,54 +226,11 @@ impl LoadEvents for Report {
 
 /// Runs `oka ingest`; `Ok(false)` when any record read was not written.
 pub fn run(args: IngestArgs, natives: &NativeUdfs) -> Result<bool> {
-    let origin = args.spec.display().to_string();
-    let yaml = std::fs::read_to_string(&args.spec).map_err(|e| {
-        anyhow::anyhow!(
-            "reading the spec {}: {}",
-            printable(&origin),
-            oka_server::error::io_reason(&e)
-        )
-    })?;
-    let registry = Arc::new(
-        Registry::from_yaml(&origin, &yaml, natives)
-            .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?,
-    );
-    let id = registry.feature_id(&args.feature).with_context(|| {
-        format!(
-            "unknown feature `{}` in {}",
-            printable(&args.feature),
-            printable(&origin)
-        )
-    })?;
-    if !registry.feature(id).is_pipeline() {
-        bail!(
-            "`{}` is an on-demand feature; only pipeline features are ingested",
-            printable(&args.feature)
-        );
-    }
+    let (registry, id) = pipeline_feature(&args, natives)?;
     let format = format_of(&args)?;
     let name = input_name(&args.file);
-    let input: Box<dyn std::io::Read + Send> =
-        if args.file == Path::new("-") {
-            Box::new(std::io::stdin())
-        } else {
-            Box::new(std::fs::File::open(&args.file).map_err(|e| {
-                anyhow::anyhow!("reading {name}: {}", oka_server::error::io_reason(&e))
-            })?)
-        };
-    let rejects = match &args.rejects {
-        Some(path) => Some((
-            path.clone(),
-            std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
-                anyhow::anyhow!(
-                    "creating {}: {}",
-                    printable(&path.display().to_string()),
-                    oka_server::error::io_reason(&e)
-                )
-            })?),
-        )),
-        None => None,
-    };
+    let input = open_input(&args.file, &name)?;
+    let rejects = args.rejects.as_deref().map(open_rejects).transpose()?;
     let config = args.writer.config();
     let options = ReadOptions {
         format,
@@ -315,6 +272,76 @@ pub fn run(args: IngestArgs, natives: &NativeUdfs) -> Result<bool> {
         Ok(s) => (s, None),
         Err((e, s)) => (s, Some(e)),
     };
+    finish_report(&args, &name, &mut report, &summary, started.elapsed());
+    if let Some(e) = read_error {
+        // The records before the failure are counted above.
+        bail!("reading {name} stopped: {}", terminal_safe(&e.to_string()));
+    }
+    Ok(summary.complete())
+}
+
+/// The spec and the pipeline feature to ingest into.
+fn pipeline_feature(args: &IngestArgs, natives: &NativeUdfs) -> Result<(Arc<Registry>, FeatureId)> {
+    let origin = args.spec.display().to_string();
+    let yaml = std::fs::read_to_string(&args.spec).map_err(|e| {
+        anyhow::anyhow!(
+            "reading the spec {}: {}",
+            printable(&origin),
+            oka_server::error::io_reason(&e)
+        )
+    })?;
+    let registry = Arc::new(
+        Registry::from_yaml(&origin, &yaml, natives)
+            .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?,
+    );
+    let id = registry.feature_id(&args.feature).with_context(|| {
+        format!(
+            "unknown feature `{}` in {}",
+            printable(&args.feature),
+            printable(&origin)
+        )
+    })?;
+    if !registry.feature(id).is_pipeline() {
+        bail!(
+            "`{}` is an on-demand feature; only pipeline features are ingested",
+            printable(&args.feature)
+        );
+    }
+    Ok((registry, id))
+}
+
+/// The input file, or stdin for `-`.
+fn open_input(file: &Path, name: &str) -> Result<Box<dyn std::io::Read + Send>> {
+    if file == Path::new("-") {
+        return Ok(Box::new(std::io::stdin()));
+    }
+    let f = std::fs::File::open(file)
+        .map_err(|e| anyhow::anyhow!("reading {name}: {}", oka_server::error::io_reason(&e)))?;
+    Ok(Box::new(f))
+}
+
+/// The `--rejects` file, created (or truncated) now so that a bad path fails
+/// before anything is read.
+fn open_rejects(path: &Path) -> Result<(PathBuf, std::io::BufWriter<std::fs::File>)> {
+    let file = std::fs::File::create(path).map_err(|e| {
+        anyhow::anyhow!(
+            "creating {}: {}",
+            printable(&path.display().to_string()),
+            oka_server::error::io_reason(&e)
+        )
+    })?;
+    Ok((path.to_path_buf(), std::io::BufWriter::new(file)))
+}
+
+/// Flushes the rejects file and prints the summary, the count of rejections not
+/// shown and any error writing the rejects.
+fn finish_report(
+    args: &IngestArgs,
+    name: &str,
+    report: &mut Report,
+    summary: &LoadSummary,
+    elapsed: Duration,
+) {
     if let Some((path, mut out)) = report.rejects.take()
         && let Err(e) = out.flush()
     {
@@ -326,7 +353,7 @@ pub fn run(args: IngestArgs, natives: &NativeUdfs) -> Result<bool> {
             )
         });
     }
-    print_summary(&args, &name, &summary, started.elapsed());
+    print_summary(args, name, summary, elapsed);
     if report.shown > SHOWN_REJECTIONS {
         eprintln!(
             "  … and {} more rejected records{}",
@@ -341,11 +368,6 @@ pub fn run(args: IngestArgs, natives: &NativeUdfs) -> Result<bool> {
     if let Some(e) = &report.rejects_error {
         eprintln!("error: {e}");
     }
-    if let Some(e) = read_error {
-        // The records before the failure are counted above.
-        bail!("reading {name} stopped: {}", terminal_safe(&e.to_string()));
-    }
-    Ok(summary.complete())
 }
 
 fn print_summary(args: &IngestArgs, name: &str, s: &LoadSummary, elapsed: Duration) {
