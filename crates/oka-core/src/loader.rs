@@ -306,6 +306,38 @@ impl Loader {
         names: &HashMap<Arc<str>, FeatureId>,
     ) -> Vec<Dependency> {
         let mut out = Vec::new();
+        if !self.check_kind_fields(path, f) {
+            return out;
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, d) in f.dependencies.iter().enumerate() {
+            let dpath = format!("{path}.dependencies[{i}]");
+            let (dep_name, query) = self.dependency_query(&dpath, d);
+            let Some(&id) = names.get(dep_name) else {
+                self.err(&dpath, format!("unknown feature `{dep_name}`"));
+                continue;
+            };
+            if !seen.insert(dep_name) {
+                self.err(&dpath, format!("`{dep_name}` is listed twice"));
+            }
+            let dep_is_pipeline = all[id].kind == FeatureKindSpec::Pipeline;
+            if !dep_is_pipeline && query != QueryKind::Latest {
+                self.err(
+                    &dpath,
+                    format!(
+                        "`{}` applies only to pipeline features; `{dep_name}` is on-demand",
+                        query.name()
+                    ),
+                );
+            }
+            out.push(Dependency { feature: id, query });
+        }
+        out
+    }
+
+    /// Checks that a feature has only the fields of its kind (and their values);
+    /// whether it can have dependencies (it is on-demand).
+    fn check_kind_fields(&mut self, path: &str, f: &FeatureSpec) -> bool {
         match f.kind {
             FeatureKindSpec::Pipeline => {
                 for (field, present) in [
@@ -329,7 +361,7 @@ impl Loader {
                         "ttl_s must be a positive number of seconds",
                     );
                 }
-                return out;
+                false
             }
             FeatureKindSpec::OnDemand => {
                 for (field, present) in [
@@ -344,56 +376,39 @@ impl Loader {
                         );
                     }
                 }
+                true
             }
         }
-        let mut seen = std::collections::HashSet::new();
-        for (i, d) in f.dependencies.iter().enumerate() {
-            let dpath = format!("{path}.dependencies[{i}]");
-            let (dep_name, query) = match d {
-                DependencySpec::Name(n) => (n.as_str(), QueryKind::Latest),
-                DependencySpec::Query(q) => {
-                    let kind = match q.query {
-                        QueryKindSpec::Latest => QueryKind::Latest,
-                        QueryKindSpec::Range => QueryKind::Range {
-                            lookback_s: q.lookback_s,
-                        },
-                        QueryKindSpec::LastN => QueryKind::LastN { n: q.n },
-                    };
-                    if q.n.is_some() && q.query != QueryKindSpec::LastN {
-                        self.err(&dpath, "`n` applies only to `last_n`");
-                    }
-                    if q.n == Some(0) {
-                        self.err(&dpath, "`n` must be at least 1");
-                    }
-                    if q.lookback_s.is_some() && q.query != QueryKindSpec::Range {
-                        self.err(&dpath, "`lookback_s` applies only to `range`");
-                    }
-                    if q.lookback_s.is_some_and(|s| !(s > 0.0 && s.is_finite())) {
-                        self.err(&dpath, "`lookback_s` must be a positive number");
-                    }
-                    (q.feature.as_str(), kind)
+    }
+
+    /// The feature a dependency names and the query it reads it with, with the
+    /// query's parameters checked.
+    fn dependency_query<'d>(&mut self, dpath: &str, d: &'d DependencySpec) -> (&'d str, QueryKind) {
+        match d {
+            DependencySpec::Name(n) => (n.as_str(), QueryKind::Latest),
+            DependencySpec::Query(q) => {
+                let kind = match q.query {
+                    QueryKindSpec::Latest => QueryKind::Latest,
+                    QueryKindSpec::Range => QueryKind::Range {
+                        lookback_s: q.lookback_s,
+                    },
+                    QueryKindSpec::LastN => QueryKind::LastN { n: q.n },
+                };
+                if q.n.is_some() && q.query != QueryKindSpec::LastN {
+                    self.err(dpath, "`n` applies only to `last_n`");
                 }
-            };
-            let Some(&id) = names.get(dep_name) else {
-                self.err(&dpath, format!("unknown feature `{dep_name}`"));
-                continue;
-            };
-            if !seen.insert(dep_name) {
-                self.err(&dpath, format!("`{dep_name}` is listed twice"));
+                if q.n == Some(0) {
+                    self.err(dpath, "`n` must be at least 1");
+                }
+                if q.lookback_s.is_some() && q.query != QueryKindSpec::Range {
+                    self.err(dpath, "`lookback_s` applies only to `range`");
+                }
+                if q.lookback_s.is_some_and(|s| !(s > 0.0 && s.is_finite())) {
+                    self.err(dpath, "`lookback_s` must be a positive number");
+                }
+                (q.feature.as_str(), kind)
             }
-            let dep_is_pipeline = all[id].kind == FeatureKindSpec::Pipeline;
-            if !dep_is_pipeline && query != QueryKind::Latest {
-                self.err(
-                    &dpath,
-                    format!(
-                        "`{}` applies only to pipeline features; `{dep_name}` is on-demand",
-                        query.name()
-                    ),
-                );
-            }
-            out.push(Dependency { feature: id, query });
         }
-        out
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -423,6 +438,29 @@ impl Loader {
             };
             bindings.push((Arc::clone(&dep.name), b));
         }
+        let args = self.args(&path, f, &input_names, &mut bindings);
+        bindings.push((cel_udf::NOW.into(), Binding::Scalar(FieldType::Timestamp)));
+        let udf = self.udf(&path, f, entity, &bindings, natives, cel_env)?;
+        let arg_names = args.iter().map(|a| Arc::clone(&a.name)).collect();
+        Some(FeatureKind::OnDemand {
+            dependencies: deps.to_vec(),
+            input_names,
+            input_entities,
+            args,
+            arg_names,
+            udf,
+        })
+    }
+
+    /// The feature's arguments, checked (names, clashes with inputs, defaults of
+    /// their type) and added to `bindings`.
+    fn args(
+        &mut self,
+        path: &str,
+        f: &FeatureSpec,
+        input_names: &[Arc<str>],
+        bindings: &mut Vec<(Arc<str>, Binding)>,
+    ) -> Vec<Arg> {
         let mut args = Vec::new();
         for (arg, a) in &f.args {
             let apath = format!("{path}.args.{arg}");
@@ -454,18 +492,30 @@ impl Loader {
                 default,
             });
         }
-        bindings.push((cel_udf::NOW.into(), Binding::Scalar(FieldType::Timestamp)));
+        args
+    }
 
+    /// The feature's UDF: its CEL expressions compiled against `bindings`, or the
+    /// registered native function it names.
+    fn udf(
+        &mut self,
+        path: &str,
+        f: &FeatureSpec,
+        entity: &Arc<Entity>,
+        bindings: &[(Arc<str>, Binding)],
+        natives: &NativeUdfs,
+        cel_env: &Arc<cel::Env>,
+    ) -> Option<UdfImpl> {
         let udf = match &f.udf {
             None => {
                 self.err(
-                    &path,
+                    path,
                     "an on-demand feature needs a `udf` (`expr` or `native`)",
                 );
                 return None;
             }
             Some(u) => match (&u.expr, &u.native) {
-                (Some(exprs), None) => match CelUdf::compile(cel_env, entity, exprs, &bindings) {
+                (Some(exprs), None) => match CelUdf::compile(cel_env, entity, exprs, bindings) {
                     Ok(c) => UdfImpl::Cel(Arc::new(c)),
                     Err(problems) => {
                         for p in problems {
@@ -506,14 +556,6 @@ impl Loader {
                 }
             },
         };
-        let arg_names = args.iter().map(|a| Arc::clone(&a.name)).collect();
-        Some(FeatureKind::OnDemand {
-            dependencies: deps.to_vec(),
-            input_names,
-            input_entities,
-            args,
-            arg_names,
-            udf,
-        })
+        Some(udf)
     }
 }
