@@ -229,82 +229,15 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
         Command::Schema {
             store,
             store_replication,
-        } => {
-            let url = oka_scylla::StoreUrl::parse(&store).map_err(|e| anyhow::anyhow!(e))?;
-            println!(
-                "-- Oka's CQL schema for keyspace `{}` (replication {})",
-                url.keyspace,
-                store_replication.cql()
-            );
-            print!(
-                "{}",
-                oka_scylla::schema::ddl_script(&url.keyspace, &store_replication)
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Validate { spec } => {
-            let origin = spec.display().to_string();
-            let yaml = std::fs::read_to_string(&spec).map_err(|e| read_error(&origin, &e))?;
-            match Registry::from_yaml(&origin, &yaml, &natives) {
-                Ok(r) => {
-                    let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
-                    let entities = r.entities().count();
-                    println!(
-                        "{origin}: ok ({entities} {}, {} features: {pipeline} pipeline, {} on-demand)",
-                        if entities == 1 { "entity" } else { "entities" },
-                        r.features().len(),
-                        r.features().len() - pipeline
-                    );
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(errors) => {
-                    eprintln!("{errors}");
-                    Ok(ExitCode::FAILURE)
-                }
-            }
-        }
+        } => schema(&store, &store_replication),
+        Command::Validate { spec } => validate(&spec, &natives),
         Command::Serve(args) => serve(args, natives).map(|()| ExitCode::SUCCESS),
         Command::Source(SourceCommand::Mock {
             spec,
             once,
             store,
             writer,
-        }) => {
-            init_logs(LogFormat::Text);
-            let origin = spec.display().to_string();
-            let yaml = std::fs::read_to_string(&spec).map_err(|e| read_error(&origin, &e))?;
-            let registry = Registry::from_yaml(&origin, &yaml, &natives)
-                .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?;
-            if oka_ingest::source::MockSource::all(&registry).is_empty() {
-                anyhow::bail!("{origin} declares no mock source");
-            }
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            rt.block_on(async move {
-                let store = stores::open(&store).await?;
-                let shared = Shared::with_writer(
-                    Arc::new(registry),
-                    store,
-                    Limits::default(),
-                    writer.config(),
-                );
-                let periodic = oka_ingest::source::start(
-                    shared.writer.clone(),
-                    Arc::clone(&shared.loaded.load().registry),
-                )
-                .await
-                .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
-                if !once {
-                    tokio::select! {
-                        () = periodic => {},
-                        () = shutdown_signal() => {},
-                    }
-                }
-                anyhow::Ok(())
-            })?;
-            Ok(ExitCode::SUCCESS)
-        }
+        }) => mock_source(&spec, once, &store, &writer, &natives),
         Command::Ingest(args) => {
             init_logs(LogFormat::Text);
             let all_written = ingest::run(args, &natives)?;
@@ -315,6 +248,89 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             })
         }
     }
+}
+
+/// `oka schema`: the CQL DDL for a store URL's keyspace.
+fn schema(store: &str, store_replication: &oka_scylla::Replication) -> Result<ExitCode> {
+    let url = oka_scylla::StoreUrl::parse(store).map_err(|e| anyhow::anyhow!(e))?;
+    println!(
+        "-- Oka's CQL schema for keyspace `{}` (replication {})",
+        url.keyspace,
+        store_replication.cql()
+    );
+    print!(
+        "{}",
+        oka_scylla::schema::ddl_script(&url.keyspace, store_replication)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `oka validate`: loads a spec and says what it declares, or every problem in it.
+fn validate(spec: &std::path::Path, natives: &NativeUdfs) -> Result<ExitCode> {
+    let origin = spec.display().to_string();
+    let yaml = std::fs::read_to_string(spec).map_err(|e| read_error(&origin, &e))?;
+    match Registry::from_yaml(&origin, &yaml, natives) {
+        Ok(r) => {
+            let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
+            let entities = r.entities().count();
+            println!(
+                "{origin}: ok ({entities} {}, {} features: {pipeline} pipeline, {} on-demand)",
+                if entities == 1 { "entity" } else { "entities" },
+                r.features().len(),
+                r.features().len() - pipeline
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(errors) => {
+            eprintln!("{errors}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+/// `oka source mock`: runs a spec's mock sources into a store, once or until a
+/// signal.
+fn mock_source(
+    spec: &std::path::Path,
+    once: bool,
+    store: &stores::StoreArgs,
+    writer: &ingest::WriterArgs,
+    natives: &NativeUdfs,
+) -> Result<ExitCode> {
+    init_logs(LogFormat::Text);
+    let origin = spec.display().to_string();
+    let yaml = std::fs::read_to_string(spec).map_err(|e| read_error(&origin, &e))?;
+    let registry = Registry::from_yaml(&origin, &yaml, natives)
+        .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?;
+    if oka_ingest::source::MockSource::all(&registry).is_empty() {
+        anyhow::bail!("{origin} declares no mock source");
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let store = stores::open(store).await?;
+        let shared = Shared::with_writer(
+            Arc::new(registry),
+            store,
+            Limits::default(),
+            writer.config(),
+        );
+        let periodic = oka_ingest::source::start(
+            shared.writer.clone(),
+            Arc::clone(&shared.loaded.load().registry),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
+        if !once {
+            tokio::select! {
+                () = periodic => {},
+                () = shutdown_signal() => {},
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `reading the spec PATH: <reason in words>`.
@@ -393,18 +409,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     rt.block_on(async move {
         let store = stores::open(&args.store).await?;
         info!(store = %stores::redact(&args.store.store), backend = store.backend(), "store opened");
-        let limits = Limits {
-            max_body_bytes: args.max_body_bytes,
-            body_read_timeout: Duration::from_millis(args.body_read_timeout_ms.max(1)),
-            max_ingest_bytes: args.max_ingest_bytes,
-            max_future_skew: Duration::from_secs(args.max_future_skew_s),
-            max_in_flight: args.max_in_flight_requests,
-            default_deadline: Duration::from_millis(args.deadline_ms.max(1)),
-            request: RequestLimits {
-                max_keys: args.max_keys,
-                max_targets: args.max_targets,
-            },
-        };
+        let limits = limits(&args);
         let (spec, keys_file) = (args.spec.clone(), args.api_keys_file.clone());
         let reloader: oka_server::state::Reloader =
             Box::new(move || load::spec_and_keys(spec.as_deref(), keys_file.as_deref(), &natives));
@@ -423,20 +428,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
         let sources = tokio::spawn(sources);
 
-        let config = ServerConfig {
-            workers: args.workers.unwrap_or_else(available_cpus),
-            pin: args.pin,
-            runtime: match args.runtime {
-                RuntimeArg::PerCore => RuntimeMode::PerCore,
-                RuntimeArg::Shared => RuntimeMode::Shared,
-            },
-            timeouts: ConnTimeouts {
-                header_read: Duration::from_millis(args.header_read_timeout_ms.max(1)),
-                idle: Duration::from_millis(args.idle_timeout_ms.max(1)),
-            },
-            max_connections: args.max_connections.max(1),
-            ..ServerConfig::new(args.listen, args.admin_listen)
-        };
+        let config = server_config(&args);
         let running = oka_server::runtime::start(&config, Arc::clone(&shared)).map_err(|e| {
             anyhow::anyhow!(
                 "binding {} and {}: {}",
@@ -460,6 +452,40 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             Err(anyhow::anyhow!("shutdown was not clean: {report}"))
         }
     })
+}
+
+/// The request limits `oka serve` was given.
+fn limits(args: &ServeArgs) -> Limits {
+    Limits {
+        max_body_bytes: args.max_body_bytes,
+        body_read_timeout: Duration::from_millis(args.body_read_timeout_ms.max(1)),
+        max_ingest_bytes: args.max_ingest_bytes,
+        max_future_skew: Duration::from_secs(args.max_future_skew_s),
+        max_in_flight: args.max_in_flight_requests,
+        default_deadline: Duration::from_millis(args.deadline_ms.max(1)),
+        request: RequestLimits {
+            max_keys: args.max_keys,
+            max_targets: args.max_targets,
+        },
+    }
+}
+
+/// The workers, listeners and connection limits `oka serve` was given.
+fn server_config(args: &ServeArgs) -> ServerConfig {
+    ServerConfig {
+        workers: args.workers.unwrap_or_else(available_cpus),
+        pin: args.pin,
+        runtime: match args.runtime {
+            RuntimeArg::PerCore => RuntimeMode::PerCore,
+            RuntimeArg::Shared => RuntimeMode::Shared,
+        },
+        timeouts: ConnTimeouts {
+            header_read: Duration::from_millis(args.header_read_timeout_ms.max(1)),
+            idle: Duration::from_millis(args.idle_timeout_ms.max(1)),
+        },
+        max_connections: args.max_connections.max(1),
+        ..ServerConfig::new(args.listen, args.admin_listen)
+    }
 }
 
 /// SIGHUPs received so far. They are caught from the first instruction of
