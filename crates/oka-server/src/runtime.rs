@@ -27,6 +27,9 @@ use crate::router::{admin_router, router};
 use crate::shutdown::stopped;
 use crate::state::{AppState, Shared};
 
+mod accept;
+use accept::{AcceptErrors, check_fd_limit, is_connection_error};
+
 /// How workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RuntimeMode {
@@ -233,43 +236,13 @@ struct Server {
 /// so the 503 is not lost to a reset); beyond, they are answered and closed at once.
 const MAX_LINGERING_REFUSALS: usize = 64;
 
-/// Failed accepts are logged at most this often per server.
-const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(10);
-
-/// Accept errors that concern one connection (it went away before it was taken).
-fn is_connection_error(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionRefused
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-            | io::ErrorKind::Interrupted
-            | io::ErrorKind::WouldBlock
-    )
-}
-
-/// `EMFILE` (the process) or `ENFILE` (the system) is out of file descriptors.
-fn is_fd_limit(e: &io::Error) -> bool {
-    // Linux's and the BSDs' numbers: ENFILE 23, EMFILE 24.
-    matches!(e.raw_os_error(), Some(23 | 24))
-}
-
-/// A spare descriptor, closed to make room for one `accept` when the process
-/// is out of descriptors, so that connection gets a 503 instead of waiting in
-/// the backlog.
-fn spare_fd() -> Option<std::fs::File> {
-    std::fs::File::open("/dev/null").ok()
-}
-
 impl Server {
     /// Accepts until `stop`, then stops accepting, lets every connection finish
     /// (each sees `stop` and shuts down gracefully) and reports.
     async fn run(self, listener: tokio::net::TcpListener, stop: watch::Receiver<bool>) -> Served {
         let mut connections = JoinSet::new();
         let mut lingering = JoinSet::new();
-        let mut spare = spare_fd();
-        let mut last_logged: Option<Instant> = None;
-        let mut unlogged = 0u64;
+        let mut accept_errors = AcceptErrors::new();
         let mut stopping = std::pin::pin!(stopped(stop.clone()));
         loop {
             let accepted = tokio::select! {
@@ -283,35 +256,7 @@ impl Server {
                 Ok((stream, _)) => stream,
                 Err(e) if is_connection_error(&e) => continue,
                 Err(e) => {
-                    let fd_limit = is_fd_limit(&e);
-                    self.metrics.accept_error(fd_limit);
-                    if last_logged.is_none_or(|t| t.elapsed() >= ACCEPT_LOG_EVERY) {
-                        let reason = if fd_limit {
-                            "the process is out of file descriptors; new connections are refused until some close (raise the limit, `ulimit -n`, or lower --max-connections)"
-                        } else {
-                            "accepting a connection failed"
-                        };
-                        warn!(server = %self.name, error = %crate::error::io_reason(&e), suppressed = unlogged, "{reason}");
-                        last_logged = Some(Instant::now());
-                        unlogged = 0;
-                    } else {
-                        unlogged += 1;
-                    }
-                    if fd_limit && spare.take().is_some() {
-                        if let Some(Ok((stream, _))) =
-                            futures::FutureExt::now_or_never(listener.accept())
-                        {
-                            self.metrics.connection_accepted();
-                            self.metrics.refused(Refusal::FdLimit);
-                            conn::refuse_now(&stream);
-                        }
-                        spare = spare_fd();
-                    }
-                    if spare.is_none() || !fd_limit {
-                        // Nothing freed: do not spin on an error that persists.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        spare = spare.or_else(spare_fd);
-                    }
+                    accept_errors.handle(&self, &listener, &e).await;
                     continue;
                 }
             };
@@ -476,18 +421,7 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
 
     let (addr, threads) = match config.runtime {
         RuntimeMode::PerCore => {
-            // SO_REUSEPORT would let a second server join a port already in use:
-            // check with a plain bind first.
-            if config.listen.port() != 0 {
-                drop(TcpListener::bind(config.listen)?);
-            }
-            // The first bind resolves port 0; the others join that port.
-            let first = bind(config.listen)?;
-            let addr = first.local_addr()?;
-            let mut listeners = vec![first];
-            for _ in 1..workers {
-                listeners.push(bind(addr)?);
-            }
+            let (addr, listeners) = reuseport_listeners(config.listen, workers)?;
             let cores = core_affinity::get_core_ids().unwrap_or_default();
             let pin = config.pin && !cores.is_empty() && workers <= cores.len();
             let mut threads = Vec::with_capacity(workers);
@@ -546,48 +480,22 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
     })
 }
 
-/// Warns when the process's descriptor limit is below what the connection caps
-/// allow (Linux: read from `/proc/self/limits`).
-fn check_fd_limit(connections: usize) {
-    let Some(limit) = std::fs::read_to_string("/proc/self/limits")
-        .ok()
-        .and_then(|text| soft_fd_limit(&text))
-    else {
-        return;
-    };
-    // The store clients, listeners, the runtime and logs need some too.
-    let needed = connections.saturating_add(64);
-    if (limit as usize) < needed {
-        warn!(
-            fd_limit = limit,
-            connection_caps = connections,
-            "the file-descriptor limit is below what the connection caps allow; at the limit new connections are refused with 503 (raise `ulimit -n` or lower --max-connections)"
-        );
+/// One listener per worker on the same port (SO_REUSEPORT, so the kernel spreads
+/// connections over them); the first resolves port 0, the others join its port.
+fn reuseport_listeners(
+    listen: SocketAddr,
+    workers: usize,
+) -> io::Result<(SocketAddr, Vec<TcpListener>)> {
+    // SO_REUSEPORT would let a second server join a port already in use: check
+    // with a plain bind first.
+    if listen.port() != 0 {
+        drop(TcpListener::bind(listen)?);
     }
-}
-
-/// The soft `Max open files` of a `/proc/<pid>/limits` text.
-fn soft_fd_limit(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
-    line["Max open files".len()..]
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn reads_the_soft_descriptor_limit() {
-        let text = "Limit                     Soft Limit           Hard Limit           Units     \nMax cpu time              unlimited            unlimited            seconds   \nMax open files            1024                 524288               files     \n";
-        assert_eq!(soft_fd_limit(text), Some(1024));
-        assert_eq!(
-            soft_fd_limit("Max open files  unlimited unlimited files"),
-            None
-        );
-        assert_eq!(soft_fd_limit(""), None);
+    let first = bind(listen)?;
+    let addr = first.local_addr()?;
+    let mut listeners = vec![first];
+    for _ in 1..workers {
+        listeners.push(bind(addr)?);
     }
+    Ok((addr, listeners))
 }
