@@ -157,6 +157,131 @@ pub struct ScyllaStore {
     write_concurrency: usize,
 }
 
+/// A driver session to the URL's nodes: token-aware, local-DC-first, with the
+/// read consistency, timeouts, speculative retries and pool size of `options`.
+async fn open_session(parsed: &StoreUrl, options: &ScyllaOptions) -> Result<Session, StoreError> {
+    let mut policy = DefaultPolicy::builder()
+        .token_aware(true)
+        .permit_dc_failover(false);
+    if let Some(dc) = &options.local_dc {
+        policy = policy.prefer_datacenter(dc.clone());
+    }
+    let speculative = options.speculative_delay.map(|d| {
+        Arc::new(SimpleSpeculativeExecutionPolicy {
+            max_retry_count: 1,
+            retry_interval: d,
+        }) as _
+    });
+    let profile = ExecutionProfile::builder()
+        .load_balancing_policy(policy.build())
+        .consistency(options.read_consistency)
+        .request_timeout(Some(options.request_timeout))
+        .speculative_execution_policy(speculative)
+        .build();
+    let per_shard =
+        NonZeroUsize::new(options.connections_per_shard.max(1)).unwrap_or(NonZeroUsize::MIN);
+    let mut builder = SessionBuilder::new()
+        .known_nodes(&parsed.nodes)
+        .connection_timeout(options.connect_timeout)
+        .pool_size(PoolSize::PerShard(per_shard))
+        .default_execution_profile_handle(profile.into_handle())
+        // Client-side, strictly increasing write timestamps: of two writes of
+        // the same (key, event time) from this process, the later one wins.
+        .timestamp_generator(Arc::new(MonotonicTimestampGenerator::new()));
+    if let Some((user, password)) = &parsed.credentials {
+        builder = builder.user(user, password);
+    }
+    builder.build().await.map_err(|e| map_session_error(&e))
+}
+
+/// Creates the keyspace and table if missing, and waits for the cluster to agree.
+async fn create_schema(
+    session: &Session,
+    keyspace: &str,
+    replication: &Replication,
+) -> Result<(), StoreError> {
+    for stmt in schema::ddl(keyspace, replication) {
+        session
+            .query_unpaged(stmt, ())
+            .await
+            .map_err(|e| map_execution_error(&e))?;
+    }
+    session
+        .await_schema_agreement()
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Unavailable,
+                format!("cql: schema agreement: {e}"),
+            )
+        })
+}
+
+impl Statements {
+    /// Prepares every statement against `keyspace`'s table: reads at `r`,
+    /// writes and trims at `w`. A missing table says how to create it.
+    async fn prepare(
+        session: &Session,
+        ks: &str,
+        r: Consistency,
+        w: Consistency,
+    ) -> Result<Self, StoreError> {
+        let t = format!("{ks}.{TABLE}");
+        let pk = "feature = ? AND entity_key = ?";
+        let prepare = |cql: String, consistency: Consistency| async move {
+            let mut ps = session.prepare(cql).await.map_err(|e| {
+                    let mut err = map_prepare_error(&e);
+                    if err.message.contains("unconfigured table")
+                        || err.message.contains("does not exist")
+                    {
+                        err.message = format!(
+                            "{}: create it with --store-create-schema, or run the DDL from `oka schema`",
+                            err.message
+                        );
+                    }
+                    err
+                })?;
+            ps.set_is_idempotent(true);
+            ps.set_consistency(consistency);
+            Ok::<_, StoreError>(ps)
+        };
+        Ok(Self {
+            latest: prepare(format!("SELECT event_time, record FROM {t} WHERE {pk} LIMIT 1"), r)
+                .await?,
+            last_n: prepare(format!("SELECT event_time, record FROM {t} WHERE {pk} LIMIT ?"), r)
+                .await?,
+            // The newest `history` records from `start` on are exactly the part of the
+            // newest `history` records overall that is not older than `start`; the end
+            // bound is applied to them here (so untrimmed records beyond the bound
+            // never show, see `should_trim`).
+            range: prepare(
+                format!("SELECT event_time, record FROM {t} WHERE {pk} AND event_time >= ? LIMIT ?"),
+                r,
+            )
+            .await?,
+            insert: prepare(
+                format!(
+                    "INSERT INTO {t} (feature, entity_key, event_time, record) VALUES (?, ?, ?, ?) USING TTL ?"
+                ),
+                w,
+            )
+            .await?,
+            trim_scan: prepare(format!("SELECT event_time FROM {t} WHERE {pk} LIMIT ?"), w).await?,
+            trim: prepare(
+                format!("DELETE FROM {t} WHERE {pk} AND event_time <= ?"),
+                w,
+            )
+            .await?,
+            health: prepare(
+                "SELECT release_version FROM system.local WHERE key = 'local'".to_owned(),
+                Consistency::One,
+            )
+            .await?,
+        })
+    }
+}
+
 /// Maps a driver error to a store error kind.
 pub fn map_execution_error(e: &ExecutionError) -> StoreError {
     let kind = match e {
@@ -253,111 +378,17 @@ impl ScyllaStore {
     pub async fn connect(url: &str, options: ScyllaOptions) -> Result<Self, StoreError> {
         let parsed = StoreUrl::parse(url)
             .map_err(|e| StoreError::new(StoreErrorKind::Internal, e.to_string()).with_source(e))?;
-        let mut policy = DefaultPolicy::builder()
-            .token_aware(true)
-            .permit_dc_failover(false);
-        if let Some(dc) = &options.local_dc {
-            policy = policy.prefer_datacenter(dc.clone());
-        }
-        let speculative = options.speculative_delay.map(|d| {
-            Arc::new(SimpleSpeculativeExecutionPolicy {
-                max_retry_count: 1,
-                retry_interval: d,
-            }) as _
-        });
-        let profile = ExecutionProfile::builder()
-            .load_balancing_policy(policy.build())
-            .consistency(options.read_consistency)
-            .request_timeout(Some(options.request_timeout))
-            .speculative_execution_policy(speculative)
-            .build();
-        let per_shard =
-            NonZeroUsize::new(options.connections_per_shard.max(1)).unwrap_or(NonZeroUsize::MIN);
-        let mut builder = SessionBuilder::new()
-            .known_nodes(&parsed.nodes)
-            .connection_timeout(options.connect_timeout)
-            .pool_size(PoolSize::PerShard(per_shard))
-            .default_execution_profile_handle(profile.into_handle())
-            // Client-side, strictly increasing write timestamps: of two writes of
-            // the same (key, event time) from this process, the later one wins.
-            .timestamp_generator(Arc::new(MonotonicTimestampGenerator::new()));
-        if let Some((user, password)) = &parsed.credentials {
-            builder = builder.user(user, password);
-        }
-        let session = builder.build().await.map_err(|e| map_session_error(&e))?;
-
+        let session = open_session(&parsed, &options).await?;
         if options.create_schema {
-            for stmt in schema::ddl(&parsed.keyspace, &options.replication) {
-                session
-                    .query_unpaged(stmt, ())
-                    .await
-                    .map_err(|e| map_execution_error(&e))?;
-            }
-            session.await_schema_agreement().await.map_err(|e| {
-                StoreError::new(
-                    StoreErrorKind::Unavailable,
-                    format!("cql: schema agreement: {e}"),
-                )
-            })?;
+            create_schema(&session, &parsed.keyspace, &options.replication).await?;
         }
-
-        let ks = &parsed.keyspace;
-        let t = format!("{ks}.{TABLE}");
-        let pk = "feature = ? AND entity_key = ?";
-        let prepare = |cql: String, consistency: Consistency| {
-            let session = &session;
-            async move {
-                let mut ps = session.prepare(cql).await.map_err(|e| {
-                    let mut err = map_prepare_error(&e);
-                    if err.message.contains("unconfigured table")
-                        || err.message.contains("does not exist")
-                    {
-                        err.message = format!(
-                            "{}: create it with --store-create-schema, or run the DDL from `oka schema`",
-                            err.message
-                        );
-                    }
-                    err
-                })?;
-                ps.set_is_idempotent(true);
-                ps.set_consistency(consistency);
-                Ok::<_, StoreError>(ps)
-            }
-        };
-        let (r, w) = (options.read_consistency, options.write_consistency);
-        let statements = Statements {
-            latest: prepare(format!("SELECT event_time, record FROM {t} WHERE {pk} LIMIT 1"), r)
-                .await?,
-            last_n: prepare(format!("SELECT event_time, record FROM {t} WHERE {pk} LIMIT ?"), r)
-                .await?,
-            // The newest `history` records from `start` on are exactly the part of the
-            // newest `history` records overall that is not older than `start`; the end
-            // bound is applied to them here (so untrimmed records beyond the bound
-            // never show, see `should_trim`).
-            range: prepare(
-                format!("SELECT event_time, record FROM {t} WHERE {pk} AND event_time >= ? LIMIT ?"),
-                r,
-            )
-            .await?,
-            insert: prepare(
-                format!(
-                    "INSERT INTO {t} (feature, entity_key, event_time, record) VALUES (?, ?, ?, ?) USING TTL ?"
-                ),
-                w,
-            )
-            .await?,
-            trim_scan: prepare(format!("SELECT event_time FROM {t} WHERE {pk} LIMIT ?"), w).await?,
-            trim: prepare(
-                format!("DELETE FROM {t} WHERE {pk} AND event_time <= ?"),
-                w,
-            )
-            .await?,
-            health: prepare(
-                "SELECT release_version FROM system.local WHERE key = 'local'".to_owned(),
-                Consistency::One,
-            )
-            .await?,
-        };
+        let statements = Statements::prepare(
+            &session,
+            &parsed.keyspace,
+            options.read_consistency,
+            options.write_consistency,
+        )
+        .await?;
         Ok(Self {
             session: Arc::new(session),
             statements,
