@@ -10,7 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::plan::Source;
+use crate::plan::{Source, Step};
 use crate::registry::{FeatureId, FeatureKind, Registry, UdfImpl};
 use crate::request::{Fetch, FetchId, Group, Prepared, Target};
 use crate::udf::{Input, UdfCall, UdfError};
@@ -195,6 +195,8 @@ pub fn execute(
 }
 
 /// Runs one group's UDFs.
+// long: the executor's inner loop (steps × keys) in one piece, so the hot path
+// reads top to bottom; input gathering and results are their own functions.
 fn run_group(
     registry: &Registry,
     prepared: &Prepared,
@@ -202,17 +204,16 @@ fn run_group(
     fetched: &Fetched,
     deadline: Option<Instant>,
 ) -> Result<GroupOutput, ExecuteError> {
-    let now = prepared.now;
     let n = group.key_count;
     let plan = &group.plan;
-    // Per slot: its records per key, and whether an empty list means missing.
-    let mut slots: Vec<(&[Vec<Row>], bool)> = Vec::with_capacity(group.slot_fetch.len());
-    for &id in &group.slot_fetch {
-        slots.push((
-            fetched.get(id)?,
-            prepared.fetch(id).query.empty_is_missing(),
-        ));
-    }
+    let slots = (group.slot_fetch.iter())
+        .map(|&id| {
+            Ok((
+                fetched.get(id)?,
+                prepared.fetch(id).query.empty_is_missing(),
+            ))
+        })
+        .collect::<Result<Vec<Slot<'_>>, ExecuteError>>()?;
     let mut out = GroupOutput::default();
     let mut step_out: Vec<Vec<Outcome>> = Vec::with_capacity(plan.steps.len());
     let mut inputs: Vec<Input> = Vec::new();
@@ -237,38 +238,8 @@ fn run_group(
             if k % DEADLINE_CHECK_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ExecuteError::Expired);
             }
-            inputs.clear();
-            let mut blocked = None;
-            for src in &step.inputs {
-                let input = match *src {
-                    Source::Slot(s) => {
-                        let (records, missing_if_empty) = slots[s];
-                        let rows = &records[k];
-                        if missing_if_empty {
-                            rows.first().cloned().map(Input::One)
-                        } else {
-                            Some(Input::Many(rows.as_slice().into()))
-                        }
-                    }
-                    Source::Step(j) => match &step_out[j][k] {
-                        Outcome::Present(rows) => rows.first().cloned().map(Input::One),
-                        Outcome::Missing => None,
-                        Outcome::Error => {
-                            blocked = Some(Outcome::Error);
-                            break;
-                        }
-                    },
-                };
-                match input {
-                    Some(i) => inputs.push(i),
-                    None => {
-                        blocked = Some(Outcome::Missing);
-                        break;
-                    }
-                }
-            }
-            if let Some(b) = blocked {
-                outcomes.push(b);
+            if let Err(blocked) = gather_inputs(step, &slots, &step_out, k, &mut inputs) {
+                outcomes.push(blocked);
                 continue;
             }
             let call = UdfCall {
@@ -280,19 +251,13 @@ fn run_group(
                 args: &group.step_args[si],
                 output: &feature.entity,
                 key: &group.step_keys[si][k],
-                now,
+                now: prepared.now,
             };
             match invoke(udf, &call) {
                 Ok(rows) => outcomes.push(Outcome::Present(rows.into())),
                 Err(error) => {
                     errors += 1;
-                    if out.failures.len() < MAX_FAILURES {
-                        out.failures.push(UdfFailure {
-                            feature: step.feature,
-                            key: k,
-                            error,
-                        });
-                    }
+                    out.failed(step.feature, k, error);
                     outcomes.push(Outcome::Error);
                 }
             }
@@ -310,22 +275,72 @@ fn run_group(
         .iter()
         .map(|src| match *src {
             Source::Step(j) => step_out[j].clone(),
-            Source::Slot(s) => {
-                let (records, missing_if_empty) = slots[s];
-                records
-                    .iter()
-                    .map(|rows| {
-                        if rows.is_empty() && missing_if_empty {
-                            Outcome::Missing
-                        } else {
-                            Outcome::Present(rows.as_slice().into())
-                        }
-                    })
-                    .collect()
-            }
+            Source::Slot(s) => slot_outcomes(slots[s]),
         })
         .collect();
     Ok(out)
+}
+
+impl GroupOutput {
+    /// Records a key whose UDF failed; the first [`MAX_FAILURES`] are kept.
+    fn failed(&mut self, feature: FeatureId, key: usize, error: UdfError) {
+        if self.failures.len() < MAX_FAILURES {
+            self.failures.push(UdfFailure {
+                feature,
+                key,
+                error,
+            });
+        }
+    }
+}
+
+/// A slot's records per key and whether an empty list means missing (`latest`).
+type Slot<'f> = (&'f [Vec<Row>], bool);
+
+/// Puts key `k`'s inputs to `step` into `inputs`; `Err` with the key's outcome,
+/// without running the UDF, when an input is missing or its step failed.
+fn gather_inputs(
+    step: &Step,
+    slots: &[Slot<'_>],
+    step_out: &[Vec<Outcome>],
+    k: usize,
+    inputs: &mut Vec<Input>,
+) -> Result<(), Outcome> {
+    inputs.clear();
+    for src in &step.inputs {
+        let input = match *src {
+            Source::Slot(s) => {
+                let (records, missing_if_empty) = slots[s];
+                let rows = &records[k];
+                if missing_if_empty {
+                    rows.first().cloned().map(Input::One)
+                } else {
+                    Some(Input::Many(rows.as_slice().into()))
+                }
+            }
+            Source::Step(j) => match &step_out[j][k] {
+                Outcome::Present(rows) => rows.first().cloned().map(Input::One),
+                Outcome::Missing => None,
+                Outcome::Error => return Err(Outcome::Error),
+            },
+        };
+        inputs.push(input.ok_or(Outcome::Missing)?);
+    }
+    Ok(())
+}
+
+/// A pipeline feature's outcomes, straight from its slot.
+fn slot_outcomes((records, missing_if_empty): Slot<'_>) -> Vec<Outcome> {
+    records
+        .iter()
+        .map(|rows| {
+            if rows.is_empty() && missing_if_empty {
+                Outcome::Missing
+            } else {
+                Outcome::Present(rows.as_slice().into())
+            }
+        })
+        .collect()
 }
 
 thread_local! {
