@@ -35,6 +35,38 @@ impl Registry {
         now: Timestamp,
         limits: &RequestLimits,
     ) -> Result<Prepared, RequestError> {
+        let targets = self.targets(req, limits)?;
+        let feature_keys = self.feature_key_lists(req, limits)?;
+        let group_of = self.assign_key_lists(&targets, &feature_keys, req.keys.is_some())?;
+        let query_args = self.arg_maps(req.query_args.as_ref(), "`query_args`")?;
+        let udf_args = self.arg_maps(req.udf_args.as_ref(), "`udf_args`")?;
+        self.check_query_args(&query_args)?;
+        let mut groups = Vec::with_capacity(group_of.len());
+        let mut fetches = Vec::new();
+        for (list, mut ts) in group_of {
+            let keys: &[KeyObject] = match list {
+                Some(i) => feature_keys[i].1,
+                None => req.keys.as_deref().unwrap_or(&[]),
+            };
+            ts.sort_unstable();
+            let plan = self.plan(&ts);
+            groups.push(self.group(plan, keys, &query_args, &udf_args, now, &mut fetches)?);
+        }
+        let targets = place_targets(&targets, &groups)?;
+        Ok(Prepared {
+            now,
+            groups,
+            fetches,
+            targets,
+        })
+    }
+
+    /// The targets, checked against the limit and deduplicated, in request order.
+    fn targets(
+        &self,
+        req: &FeatureRequest,
+        limits: &RequestLimits,
+    ) -> Result<Vec<FeatureId>, RequestError> {
         if req.target_features.is_empty() {
             return Err(err(ErrorCode::InvalidRequest, "`target_features` is empty"));
         }
@@ -48,7 +80,6 @@ impl Registry {
                 ),
             ));
         }
-        // Targets, deduplicated, in request order.
         let mut targets: Vec<FeatureId> = Vec::with_capacity(req.target_features.len());
         for name in &req.target_features {
             let id = self.lookup(name, "`target_features`")?;
@@ -56,6 +87,16 @@ impl Registry {
                 targets.push(id);
             }
         }
+        Ok(targets)
+    }
+
+    /// The `feature_keys` lists by feature, with the keys of the whole request
+    /// checked against the limit.
+    fn feature_key_lists<'r>(
+        &self,
+        req: &'r FeatureRequest,
+        limits: &RequestLimits,
+    ) -> Result<Vec<(FeatureId, &'r Vec<KeyObject>)>, RequestError> {
         let feature_keys: Vec<(FeatureId, &Vec<KeyObject>)> = match &req.feature_keys {
             None => Vec::new(),
             Some(fk) => fk
@@ -74,13 +115,22 @@ impl Registry {
                 ),
             ));
         }
+        Ok(feature_keys)
+    }
 
-        // Assign each target a key list: its own, else one given for a feature it
-        // depends on, else `keys`. `None` stands for `keys`.
+    /// Assigns each target a key list: its own, else one given for a feature it
+    /// depends on, else `keys` (`None`); targets that share a list share a group.
+    /// A `feature_keys` list no target needs is an error.
+    fn assign_key_lists(
+        &self,
+        targets: &[FeatureId],
+        feature_keys: &[(FeatureId, &Vec<KeyObject>)],
+        have_keys: bool,
+    ) -> Result<KeyGroups, RequestError> {
         let mut used_lists = vec![false; feature_keys.len()];
-        let mut group_of: Vec<(Option<usize>, Vec<FeatureId>)> = Vec::new();
-        for &t in &targets {
-            let list = self.key_list_for(t, &feature_keys, req.keys.is_some(), &mut used_lists)?;
+        let mut group_of: KeyGroups = Vec::new();
+        for &t in targets {
+            let list = self.key_list_for(t, feature_keys, have_keys, &mut used_lists)?;
             match group_of.iter_mut().find(|(l, _)| *l == list) {
                 Some((_, ts)) => ts.push(t),
                 None => group_of.push((list, vec![t])),
@@ -93,10 +143,12 @@ impl Registry {
                 format!("`feature_keys` gives keys for `{name}`, which no target needs"),
             ));
         }
+        Ok(group_of)
+    }
 
-        let query_args = self.arg_maps(req.query_args.as_ref(), "`query_args`")?;
-        let udf_args = self.arg_maps(req.udf_args.as_ref(), "`udf_args`")?;
-        for &(f, args) in &query_args {
+    /// `query_args` take only `start`, `end` and `n`.
+    fn check_query_args(&self, query_args: &[(FeatureId, &ArgMap)]) -> Result<(), RequestError> {
+        for &(f, args) in query_args {
             if let Some(k) = args.keys().find(|k| !matches!(*k, "start" | "end" | "n")) {
                 return Err(err(
                     ErrorCode::InvalidQueryArg,
@@ -108,40 +160,7 @@ impl Registry {
                 ));
             }
         }
-
-        let mut groups = Vec::with_capacity(group_of.len());
-        let mut fetches = Vec::new();
-        for (list, mut ts) in group_of {
-            let keys: &[KeyObject] = match list {
-                Some(i) => feature_keys[i].1,
-                None => req.keys.as_deref().unwrap_or(&[]),
-            };
-            ts.sort_unstable();
-            let plan = self.plan(&ts);
-            groups.push(self.group(plan, keys, &query_args, &udf_args, now, &mut fetches)?);
-        }
-        let mut placed = Vec::with_capacity(targets.len());
-        for &feature in &targets {
-            let target = groups
-                .iter()
-                .enumerate()
-                .find_map(|(group, g)| {
-                    let result = g.plan.targets.iter().position(|&x| x == feature)?;
-                    Some(Target {
-                        feature,
-                        group,
-                        result,
-                    })
-                })
-                .ok_or_else(|| err(ErrorCode::Internal, "target lost while grouping"))?;
-            placed.push(target);
-        }
-        Ok(Prepared {
-            now,
-            groups,
-            fetches,
-            targets: placed,
-        })
+        Ok(())
     }
 
     fn key_list_for(
@@ -364,76 +383,36 @@ impl Registry {
         args: Option<&ArgMap>,
         now: Timestamp,
     ) -> Result<Query, RequestError> {
-        let owner = &self.feature(args_from).name;
-        let dep = &self.feature(feature).name;
-        let get = |name: &str| args.and_then(|a| a.get(name)).filter(|j| !j.is_null());
-        let time = |name: &str| -> Result<Option<Timestamp>, RequestError> {
-            get(name)
-                .map(|j| match FieldType::Timestamp.from_json(j) {
-                    Ok(Value::Timestamp(t)) => Ok(t),
-                    Ok(_) | Err(_) => Err(err(
-                        ErrorCode::InvalidQueryArg,
-                        format!(
-                            "`query_args.{owner}.{name}`: expected an RFC 3339 timestamp or epoch seconds, got {}",
-                            json_kind(j)
-                        ),
-                    )),
-                })
-                .transpose()
-        };
-        let count = || -> Result<Option<usize>, RequestError> {
-            get("n")
-                .map(|j| match j.as_u64() {
-                    Some(n) if (1..=MAX_LAST_N as u64).contains(&n) => Ok(n as usize),
-                    _ => Err(err(
-                        ErrorCode::InvalidQueryArg,
-                        format!("`query_args.{owner}.n` must be an integer from 1 to {MAX_LAST_N}"),
-                    )),
-                })
-                .transpose()
-        };
-        let range = |lookback_s: Option<f64>| -> Result<Query, RequestError> {
-            let end = time("end")?.unwrap_or(now);
-            let start = match (time("start")?, lookback_s) {
-                (Some(s), _) => s,
-                (None, Some(l)) => end.saturating_sub_micros((l * 1e6) as i64),
-                (None, None) => {
-                    return Err(err(
-                        ErrorCode::InvalidQueryArg,
-                        format!(
-                            "the range query of `{dep}` for `{owner}` needs `query_args.{owner}.start`"
-                        ),
-                    ));
-                }
-            };
-            if start > end {
-                return Err(err(
-                    ErrorCode::InvalidQueryArg,
-                    format!("`query_args.{owner}`: `start` is after `end`"),
-                ));
-            }
-            Ok(Query::Range { start, end })
+        let q = QueryArgs {
+            owner: &self.feature(args_from).name,
+            dep: &self.feature(feature).name,
+            args,
+            now,
         };
         match query {
             SlotQuery::Dependency(QueryKind::Latest) => Ok(Query::Latest),
-            SlotQuery::Dependency(QueryKind::Range { lookback_s }) => range(lookback_s),
-            SlotQuery::Dependency(QueryKind::LastN { n }) => match count()?.or(n) {
+            SlotQuery::Dependency(QueryKind::Range { lookback_s }) => q.range(lookback_s),
+            SlotQuery::Dependency(QueryKind::LastN { n }) => match q.count()?.or(n) {
                 Some(n) => Ok(Query::LastN { n }),
                 None => Err(err(
                     ErrorCode::InvalidQueryArg,
                     format!(
-                        "the last_n query of `{dep}` for `{owner}` needs `query_args.{owner}.n`"
+                        "the last_n query of `{}` for `{}` needs `query_args.{}.n`",
+                        q.dep, q.owner, q.owner
                     ),
                 )),
             },
             SlotQuery::Direct => {
-                let has_range = get("start").is_some() || get("end").is_some();
-                match (has_range, count()?) {
+                let has_range = q.get("start").is_some() || q.get("end").is_some();
+                match (has_range, q.count()?) {
                     (true, Some(_)) => Err(err(
                         ErrorCode::InvalidQueryArg,
-                        format!("`query_args.{owner}`: give `start`/`end` or `n`, not both"),
+                        format!(
+                            "`query_args.{}`: give `start`/`end` or `n`, not both",
+                            q.owner
+                        ),
                     )),
-                    (true, None) => range(None),
+                    (true, None) => q.range(None),
                     (false, Some(n)) => Ok(Query::LastN { n }),
                     (false, None) => Ok(Query::Latest),
                 }
@@ -442,7 +421,107 @@ impl Registry {
     }
 }
 
+/// Targets by the key list they use (`None`: the request's `keys`).
+type KeyGroups = Vec<(Option<usize>, Vec<FeatureId>)>;
+
+/// The `query_args` that `owner` gave for its read of `dep`.
+struct QueryArgs<'a> {
+    owner: &'a str,
+    dep: &'a str,
+    args: Option<&'a ArgMap>,
+    now: Timestamp,
+}
+
+impl QueryArgs<'_> {
+    /// A parameter given and not null.
+    fn get(&self, name: &str) -> Option<&serde_json::Value> {
+        self.args.and_then(|a| a.get(name)).filter(|j| !j.is_null())
+    }
+
+    /// `start` or `end`, as an instant.
+    fn time(&self, name: &str) -> Result<Option<Timestamp>, RequestError> {
+        self.get(name)
+            .map(|j| match FieldType::Timestamp.from_json(j) {
+                Ok(Value::Timestamp(t)) => Ok(t),
+                Ok(_) | Err(_) => Err(err(
+                    ErrorCode::InvalidQueryArg,
+                    format!(
+                        "`query_args.{}.{name}`: expected an RFC 3339 timestamp or epoch seconds, got {}",
+                        self.owner,
+                        json_kind(j)
+                    ),
+                )),
+            })
+            .transpose()
+    }
+
+    /// `n`, from 1 to [`MAX_LAST_N`].
+    fn count(&self) -> Result<Option<usize>, RequestError> {
+        self.get("n")
+            .map(|j| match j.as_u64() {
+                Some(n) if (1..=MAX_LAST_N as u64).contains(&n) => Ok(n as usize),
+                _ => Err(err(
+                    ErrorCode::InvalidQueryArg,
+                    format!(
+                        "`query_args.{}.n` must be an integer from 1 to {MAX_LAST_N}",
+                        self.owner
+                    ),
+                )),
+            })
+            .transpose()
+    }
+
+    /// A range ending at `end` (default now) and starting at `start`, else
+    /// `lookback_s` before the end.
+    fn range(&self, lookback_s: Option<f64>) -> Result<Query, RequestError> {
+        let owner = self.owner;
+        let end = self.time("end")?.unwrap_or(self.now);
+        let start = match (self.time("start")?, lookback_s) {
+            (Some(s), _) => s,
+            (None, Some(l)) => end.saturating_sub_micros((l * 1e6) as i64),
+            (None, None) => {
+                return Err(err(
+                    ErrorCode::InvalidQueryArg,
+                    format!(
+                        "the range query of `{}` for `{owner}` needs `query_args.{owner}.start`",
+                        self.dep
+                    ),
+                ));
+            }
+        };
+        if start > end {
+            return Err(err(
+                ErrorCode::InvalidQueryArg,
+                format!("`query_args.{owner}`: `start` is after `end`"),
+            ));
+        }
+        Ok(Query::Range { start, end })
+    }
+}
+
 /// The arguments given for feature `f`.
 fn args_of<'a>(given: &[(FeatureId, &'a ArgMap)], f: FeatureId) -> Option<&'a ArgMap> {
     given.iter().find(|(g, _)| *g == f).map(|&(_, a)| a)
+}
+
+/// Where each target's result is: its group and its place among the group's
+/// results.
+fn place_targets(targets: &[FeatureId], groups: &[Group]) -> Result<Vec<Target>, RequestError> {
+    targets
+        .iter()
+        .map(|&feature| {
+            groups
+                .iter()
+                .enumerate()
+                .find_map(|(group, g)| {
+                    let result = g.plan.targets.iter().position(|&x| x == feature)?;
+                    Some(Target {
+                        feature,
+                        group,
+                        result,
+                    })
+                })
+                .ok_or_else(|| err(ErrorCode::Internal, "target lost while grouping"))
+        })
+        .collect()
 }
