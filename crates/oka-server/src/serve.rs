@@ -7,13 +7,14 @@
 use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
-use oka_core::execute::{ExecuteError, Fetched, execute};
+use oka_core::execute::{ExecuteError, Fetched, Outputs, execute};
 use oka_core::json::BodyError;
-use oka_core::{ErrorCode, FeatureRequest, Timestamp, encode};
+use oka_core::request::Prepared;
+use oka_core::{ErrorCode, FeatureRequest, Registry, Timestamp, encode};
 use tracing::debug;
 
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::state::{AppState, Loaded};
 
 /// Where a request's time went (the `Server-Timing` header).
 #[derive(Debug, Default, Clone, Copy)]
@@ -127,6 +128,50 @@ pub async fn features(
     // 1. Parse and validate; the plan was built at load. One spec version serves
     //    the whole request, even if a reload lands meanwhile.
     let request = parse_request(body)?;
+    let budget = time_budget(&request, deadline, shared.limits.default_deadline)?;
+    let deadline_at = started + budget;
+    let loaded = shared.loaded.load_full();
+    let registry = &loaded.registry;
+    let now = Timestamp::now();
+    let prepared = registry.prepare_with(&request, now, &shared.limits.request)?;
+    timing.parse = started.elapsed();
+
+    // 2. The reads: one batched store call per (pipeline feature, query) of each
+    //    key list, all concurrent, results kept by read id.
+    let t = Instant::now();
+    let fetched = read_all(state, registry, &prepared, deadline_at, budget).await?;
+    timing.storage = t.elapsed();
+
+    // 3. UDFs per key, in plan order.
+    let t = Instant::now();
+    let outputs =
+        execute(registry, &prepared, &fetched, Some(deadline_at)).map_err(|e| match e {
+            ExecuteError::Expired => deadline_exceeded(budget),
+            e => execute_error(e),
+        })?;
+    timing.udf = t.elapsed();
+    record_udfs(&loaded, &outputs);
+
+    // 4. Encode.
+    let t = Instant::now();
+    let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
+    let server_id = dialect.server_id(state);
+    encode::write_response(registry, &prepared, &outputs, server_id, &mut body);
+    timing.encode = t.elapsed();
+
+    let elapsed = started.elapsed();
+    shared.metrics.compute(elapsed, prepared.key_count());
+    shared.stats.server.record(elapsed);
+    Ok((body, timing))
+}
+
+/// The request's time budget: the `X-Oka-Deadline-Ms` header's, else the body's
+/// `deadline_ms` (checked to be in range), else the server's default.
+fn time_budget(
+    request: &FeatureRequest,
+    header: Option<Duration>,
+    default: Duration,
+) -> Result<Duration, ApiError> {
     if request
         .deadline_ms
         .is_some_and(|ms| !DEADLINE_MS.contains(&ms))
@@ -140,19 +185,22 @@ pub async fn features(
             ),
         ));
     }
-    let budget = deadline
+    Ok(header
         .or(request.deadline_ms.map(Duration::from_millis))
-        .unwrap_or(shared.limits.default_deadline);
-    let deadline_at = started + budget;
-    let loaded = shared.loaded.load_full();
-    let registry = &loaded.registry;
-    let now = Timestamp::now();
-    let prepared = registry.prepare_with(&request, now, &shared.limits.request)?;
-    timing.parse = started.elapsed();
+        .unwrap_or(default))
+}
 
-    // 2. The reads: one batched store call per (pipeline feature, query) of each
-    //    key list, all concurrent, results kept by read id.
-    let t = Instant::now();
+/// Performs every read of `prepared` concurrently (one batched store call each),
+/// timing each, and hands the results back by read id; past `deadline_at` the
+/// request fails with the deadline's error.
+async fn read_all(
+    state: &AppState,
+    registry: &Registry,
+    prepared: &Prepared,
+    deadline_at: Instant,
+    budget: Duration,
+) -> Result<Fetched, ApiError> {
+    let shared = &state.shared;
     let reads = prepared.fetches().map(|(id, f)| async move {
         let t = Instant::now();
         let r = state
@@ -180,40 +228,23 @@ pub async fn features(
     let results = tokio::time::timeout_at(deadline_at.into(), all)
         .await
         .map_err(|_| deadline_exceeded(budget))??;
-    let mut fetched = Fetched::new(&prepared);
+    let mut fetched = Fetched::new(prepared);
     for (id, rows) in results {
         fetched.insert(id, rows).map_err(execute_error)?;
     }
-    timing.storage = t.elapsed();
+    Ok(fetched)
+}
 
-    // 3. UDFs per key, in plan order.
-    let t = Instant::now();
-    let outputs =
-        execute(registry, &prepared, &fetched, Some(deadline_at)).map_err(|e| match e {
-            ExecuteError::Expired => deadline_exceeded(budget),
-            e => execute_error(e),
-        })?;
-    timing.udf = t.elapsed();
+/// Each UDF's time and failures into its feature's metrics; failures at debug level.
+fn record_udfs(loaded: &Loaded, outputs: &Outputs) {
     for s in outputs.steps() {
         let m = &loaded.metrics.features[s.feature];
         m.udf_duration.observe_duration(s.elapsed);
         m.udf_errors.add(s.errors as u64);
     }
     for f in outputs.failures() {
-        debug!(feature = %registry.feature(f.feature).name, key = f.key, error = %f.error, "udf failed");
+        debug!(feature = %loaded.registry.feature(f.feature).name, key = f.key, error = %f.error, "udf failed");
     }
-
-    // 4. Encode.
-    let t = Instant::now();
-    let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
-    let server_id = dialect.server_id(state);
-    encode::write_response(registry, &prepared, &outputs, server_id, &mut body);
-    timing.encode = t.elapsed();
-
-    let elapsed = started.elapsed();
-    shared.metrics.compute(elapsed, prepared.key_count());
-    shared.stats.server.record(elapsed);
-    Ok((body, timing))
 }
 
 #[cfg(test)]
