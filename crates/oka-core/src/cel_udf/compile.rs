@@ -128,35 +128,37 @@ fn bound_reads(
     bindings: &[(Arc<str>, Binding)],
     used: &[(String, Option<String>)],
 ) -> (Vec<Option<ReadColumns>>, Vec<bool>, bool) {
-    let reads = |name: &str| {
-        let name = name.to_owned();
-        used.iter().filter(move |(v, _)| *v == name)
-    };
+    fn reads<'a>(
+        used: &'a [(String, Option<String>)],
+        name: &'a str,
+    ) -> impl Iterator<Item = &'a (String, Option<String>)> + 'a {
+        used.iter().filter(move |(v, _)| v == name)
+    }
     let mut inputs = Vec::new();
     let mut args_used = Vec::new();
     let mut now_used = false;
     for (name, b) in bindings {
         match b {
             Binding::Record(e) | Binding::Records(e) => {
-                if reads(name).next().is_none() {
+                if reads(used, name).next().is_none() {
                     inputs.push(None);
                     continue;
                 }
                 let whole =
-                    matches!(b, Binding::Records(_)) || reads(name).any(|(_, f)| f.is_none());
+                    matches!(b, Binding::Records(_)) || reads(used, name).any(|(_, f)| f.is_none());
                 let columns = e
                     .columns
                     .iter()
                     .enumerate()
                     .filter(|(_, c)| {
-                        whole || reads(name).any(|(_, f)| f.as_deref() == Some(&*c.name))
+                        whole || reads(used, name).any(|(_, f)| f.as_deref() == Some(&*c.name))
                     })
                     .map(|(i, c)| (i, Arc::clone(&c.name)))
                     .collect();
                 inputs.push(Some(columns));
             }
-            Binding::Scalar(_) if &**name == NOW => now_used = reads(name).next().is_some(),
-            Binding::Scalar(_) => args_used.push(reads(name).next().is_some()),
+            Binding::Scalar(_) if &**name == NOW => now_used = reads(used, name).next().is_some(),
+            Binding::Scalar(_) => args_used.push(reads(used, name).next().is_some()),
         }
     }
     (inputs, args_used, now_used)
