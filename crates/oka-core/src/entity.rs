@@ -31,6 +31,42 @@ pub struct Entity {
 }
 
 impl Entity {
+    /// An entity of `columns` (keys at `key_index`, the timestamp at
+    /// `timestamp_index`).
+    pub fn new(
+        name: &str,
+        columns: Vec<Column>,
+        key_index: Vec<usize>,
+        timestamp_index: usize,
+    ) -> Self {
+        let json_keys = columns
+            .iter()
+            .map(|c| {
+                let mut k = Vec::with_capacity(c.name.len() + 3);
+                crate::value::write_json_str(&mut k, &c.name);
+                k.push(b':');
+                k.into_boxed_slice()
+            })
+            .collect();
+        Self {
+            name: name.into(),
+            columns,
+            key_index,
+            timestamp_index,
+            json_keys,
+        }
+    }
+
+    /// The column names that appear more than once (each repetition).
+    pub fn duplicate_columns(&self) -> Vec<&str> {
+        let mut seen = std::collections::HashSet::new();
+        self.columns
+            .iter()
+            .map(|c| &*c.name)
+            .filter(|n| !seen.insert(*n))
+            .collect()
+    }
+
     /// A column's index by name.
     pub fn column_index(&self, name: &str) -> Option<usize> {
         self.columns.iter().position(|c| &*c.name == name)

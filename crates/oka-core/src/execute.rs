@@ -359,6 +359,7 @@ fn invoke(udf: &UdfImpl, call: &UdfCall<'_>) -> Result<Vec<Row>, UdfError> {
     IN_UDF.with(|f| f.set(true));
     let result = catch_unwind(AssertUnwindSafe(|| match udf {
         UdfImpl::Cel(c) => c.call(call),
+        UdfImpl::Aggregate(a) => a.call(call),
         UdfImpl::Native { udf, .. } => udf.call(call),
     }));
     IN_UDF.with(|f| f.set(false));

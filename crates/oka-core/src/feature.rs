@@ -4,6 +4,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::aggregate::AggregateUdf;
 use crate::cel_udf::CelUdf;
 use crate::entity::Entity;
 use crate::spec::MockSourceSpec;
@@ -69,6 +70,8 @@ pub struct Arg {
 pub enum UdfImpl {
     /// CEL expressions.
     Cel(Arc<CelUdf>),
+    /// A declarative window aggregation (`aggregate:`).
+    Aggregate(Arc<AggregateUdf>),
     /// A native Rust function.
     Native {
         /// The registered name.
@@ -82,6 +85,7 @@ impl fmt::Debug for UdfImpl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Cel(c) => c.fmt(f),
+            Self::Aggregate(a) => a.fmt(f),
             Self::Native { name, .. } => write!(f, "Native({name})"),
         }
     }

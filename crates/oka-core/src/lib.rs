@@ -7,7 +7,10 @@
 //!   feature spec as written.
 //! - [`json`]: strict JSON bodies (an unknown field told apart by a typed check).
 //! - [`entity`]: entity schemas.
-//! - [`udf`] and [`cel_udf`]: the UDF interface and native registration; CEL UDFs.
+//! - [`stats`]: aggregation kernels (sum, mean, percentile, …) shared by the CEL
+//!   functions and the declarative form.
+//! - [`udf`] and [`cel_udf`]: the UDF interface and native registration; CEL UDFs;
+//!   [`aggregate`]: declarative window aggregations.
 //! - [`feature`]: features and their kinds.
 //! - [`plan`]: which pipeline reads and which UDFs a set of targets needs.
 //! - [`registry`]: the validated spec — entities, features, plans — built once at load.
@@ -19,6 +22,7 @@
 //!   [`execute::Outputs`] (sans-IO; the server does the reads).
 //! - [`encode`]: the response body.
 
+pub mod aggregate;
 pub mod cel_udf;
 pub mod encode;
 pub mod entity;
@@ -33,6 +37,7 @@ pub mod query;
 pub mod registry;
 pub mod request;
 pub mod spec;
+pub mod stats;
 mod topo;
 pub mod udf;
 pub mod value;

@@ -7,20 +7,21 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 
 use crate::cel_udf::{self, Binding, CelUdf};
-use crate::entity::{Column, Entity};
-use crate::error::{SpecError, SpecErrors};
+use crate::entity::Entity;
+use crate::error::{SpecError, SpecErrors, did_you_mean};
 use crate::feature::{
     Arg, DEFAULT_HISTORY, Dependency, Feature, FeatureId, FeatureKind, QueryKind, UdfImpl,
 };
 use crate::plan::{Plan, PlanCache};
 use crate::registry::Registry;
 use crate::spec::{
-    DependencySpec, EntitySpec, FeatureKindSpec, FeatureSpec, QueryKindSpec, SPEC_VERSION, Spec,
+    DependencySpec, FeatureKindSpec, FeatureSpec, QueryKindSpec, SPEC_VERSION, Spec,
 };
 use crate::topo::topo_order;
 use crate::udf::NativeUdfs;
 use crate::value::FieldType;
 
+mod output;
 mod source;
 
 impl Registry {
@@ -35,6 +36,14 @@ impl Registry {
     pub fn load(origin: &str, spec: Spec, natives: &NativeUdfs) -> Result<Self, SpecErrors> {
         Loader::new(origin).load(spec, natives)
     }
+}
+
+/// What an on-demand feature's UDF is built from: an aggregation's checked
+/// outputs, or the spec's `udf` with the natives and CEL environment.
+struct OnDemandUdf<'a> {
+    aggregate: Option<crate::aggregate::Outputs>,
+    natives: &'a NativeUdfs,
+    cel_env: &'a Arc<cel::Env>,
 }
 
 struct Loader {
@@ -133,12 +142,7 @@ impl Loader {
         for (name, f) in &spec.features {
             let path = format!("features.{name}");
             self.check_name(&path, "feature", name);
-            if !entities.contains_key(f.entity.as_str()) {
-                self.err(
-                    format!("{path}.entity"),
-                    format!("unknown entity `{}`", f.entity),
-                );
-            }
+            self.check_output_decl(&path, f, entities);
             deps_of.push(self.dependencies(&path, f, &spec.features, &names));
         }
         deps_of
@@ -188,7 +192,11 @@ impl Loader {
             let Some((name, f)) = spec.features.get_index(id) else {
                 continue;
             };
-            let entity = Arc::clone(&entities[f.entity.as_str()]);
+            let Some((entity, aggregate)) =
+                self.feature_output(name, f, entities, &deps_of[id], &built)
+            else {
+                continue;
+            };
             let kind = match f.kind {
                 FeatureKindSpec::Pipeline => FeatureKind::Pipeline {
                     history: f.history.unwrap_or(DEFAULT_HISTORY),
@@ -199,7 +207,12 @@ impl Loader {
                     source: f.source.as_ref().map(|s| s.mock.clone()),
                 },
                 FeatureKindSpec::OnDemand => {
-                    match self.on_demand(name, f, &entity, &deps_of[id], &built, natives, cel_env) {
+                    let udf = OnDemandUdf {
+                        aggregate,
+                        natives,
+                        cel_env,
+                    };
+                    match self.on_demand(name, f, &entity, &deps_of[id], &built, udf) {
                         Some(k) => k,
                         None => continue,
                     }
@@ -227,77 +240,6 @@ impl Loader {
         built.into_iter().flatten().collect()
     }
 
-    fn entities(
-        &mut self,
-        specs: &IndexMap<String, EntitySpec>,
-    ) -> IndexMap<Arc<str>, Arc<Entity>> {
-        let mut out = IndexMap::new();
-        for (name, e) in specs {
-            let path = format!("entities.{name}");
-            self.check_name(&path, "entity", name);
-            if e.keys.is_empty() {
-                self.err(
-                    format!("{path}.keys"),
-                    "an entity needs at least one key field",
-                );
-            }
-            let mut columns = Vec::new();
-            let mut key_index = Vec::new();
-            for (k, ty) in &e.keys {
-                self.check_name(&format!("{path}.keys.{k}"), "field", k);
-                if !ty.is_key_type() {
-                    self.err(
-                        format!("{path}.keys.{k}"),
-                        format!("key field `{k}` has type {ty}; keys must be string or int"),
-                    );
-                }
-                key_index.push(columns.len());
-                columns.push(Column {
-                    name: k.as_str().into(),
-                    ty: ty.clone(),
-                });
-            }
-            self.check_name(&format!("{path}.timestamp"), "field", &e.timestamp);
-            let timestamp_index = columns.len();
-            columns.push(Column {
-                name: e.timestamp.as_str().into(),
-                ty: FieldType::Timestamp,
-            });
-            for (k, ty) in &e.fields {
-                self.check_name(&format!("{path}.fields.{k}"), "field", k);
-                columns.push(Column {
-                    name: k.as_str().into(),
-                    ty: ty.clone(),
-                });
-            }
-            let mut seen = std::collections::HashSet::new();
-            for c in &columns {
-                if !seen.insert(c.name.clone()) {
-                    self.err(&path, format!("field `{}` is declared twice", c.name));
-                }
-            }
-            out.insert(
-                Arc::<str>::from(name.as_str()),
-                Arc::new(Entity {
-                    name: name.as_str().into(),
-                    json_keys: columns
-                        .iter()
-                        .map(|c| {
-                            let mut k = Vec::with_capacity(c.name.len() + 3);
-                            crate::value::write_json_str(&mut k, &c.name);
-                            k.push(b':');
-                            k.into_boxed_slice()
-                        })
-                        .collect(),
-                    columns,
-                    key_index,
-                    timestamp_index,
-                }),
-            );
-        }
-        out
-    }
-
     fn dependencies(
         &mut self,
         path: &str,
@@ -309,14 +251,31 @@ impl Loader {
         if !self.check_kind_fields(path, f) {
             return out;
         }
+        let listed: Vec<(String, &DependencySpec)> = match &f.aggregate {
+            Some(agg) => vec![(format!("{path}.aggregate.over"), &agg.over)],
+            None => (f.dependencies.iter().enumerate())
+                .map(|(i, d)| (format!("{path}.dependencies[{i}]"), d))
+                .collect(),
+        };
         let mut seen = std::collections::HashSet::new();
-        for (i, d) in f.dependencies.iter().enumerate() {
-            let dpath = format!("{path}.dependencies[{i}]");
+        for (dpath, d) in listed {
             let (dep_name, query) = self.dependency_query(&dpath, d);
             let Some(&id) = names.get(dep_name) else {
-                self.err(&dpath, format!("unknown feature `{dep_name}`"));
+                self.err(
+                    &dpath,
+                    format!(
+                        "unknown feature `{dep_name}`{}",
+                        did_you_mean(dep_name, names.keys().map(|k| &**k))
+                    ),
+                );
                 continue;
             };
+            if f.aggregate.is_some() && query == QueryKind::Latest {
+                self.err(
+                    &dpath,
+                    "an aggregate reads a window of records: `query: range` (with `lookback_s`) or `query: last_n` (with `n`)",
+                );
+            }
             if !seen.insert(dep_name) {
                 self.err(&dpath, format!("`{dep_name}` is listed twice"));
             }
@@ -344,6 +303,8 @@ impl Loader {
                     ("dependencies", !f.dependencies.is_empty()),
                     ("args", !f.args.is_empty()),
                     ("udf", f.udf.is_some()),
+                    ("output", f.output.is_some()),
+                    ("aggregate", f.aggregate.is_some()),
                 ] {
                     if present {
                         self.err(
@@ -374,6 +335,20 @@ impl Loader {
                             format!("{path}.{field}"),
                             format!("an on-demand feature has no `{field}`"),
                         );
+                    }
+                }
+                if f.aggregate.is_some() {
+                    for (field, present) in [
+                        ("dependencies", !f.dependencies.is_empty()),
+                        ("args", !f.args.is_empty()),
+                        ("udf", f.udf.is_some()),
+                    ] {
+                        if present {
+                            self.err(
+                                format!("{path}.{field}"),
+                                format!("an aggregate feature has no `{field}`: it reads `aggregate.over`"),
+                            );
+                        }
                     }
                 }
                 true
@@ -411,7 +386,6 @@ impl Loader {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn on_demand(
         &mut self,
         name: &str,
@@ -419,8 +393,7 @@ impl Loader {
         entity: &Arc<Entity>,
         deps: &[Dependency],
         built: &[Option<Feature>],
-        natives: &NativeUdfs,
-        cel_env: &Arc<cel::Env>,
+        udf: OnDemandUdf<'_>,
     ) -> Option<FeatureKind> {
         let path = format!("features.{name}");
         let mut input_names = Vec::new();
@@ -440,7 +413,10 @@ impl Loader {
         }
         let args = self.args(&path, f, &input_names, &mut bindings);
         bindings.push((cel_udf::NOW.into(), Binding::Scalar(FieldType::Timestamp)));
-        let udf = self.udf(&path, f, entity, &bindings, natives, cel_env)?;
+        let udf = match udf.aggregate {
+            Some(outputs) => UdfImpl::Aggregate(Arc::new(outputs.compile(entity))),
+            None => self.udf(&path, f, entity, &bindings, udf.natives, udf.cel_env)?,
+        };
         let arg_names = args.iter().map(|a| Arc::clone(&a.name)).collect();
         Some(FeatureKind::OnDemand {
             dependencies: deps.to_vec(),

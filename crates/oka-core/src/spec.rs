@@ -14,7 +14,10 @@ pub const SPEC_VERSION: u32 = 1;
 
 /// A whole spec file.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a spec with `version: 1`, `entities:` and `features:`"
+)]
 pub struct Spec {
     /// Must be `1`.
     pub version: u32,
@@ -32,13 +35,40 @@ impl Spec {
     pub fn from_yaml(origin: &str, yaml: &str) -> Result<Self, SpecErrors> {
         // serde_yaml_ng's messages carry the item's path and its line and column.
         serde_yaml_ng::from_str(yaml)
-            .map_err(|e| SpecErrors::one(SpecError::new(origin, "", e.to_string())))
+            .map_err(|e| SpecErrors::one(SpecError::new(origin, "", in_spec_words(&e.to_string()))))
     }
+}
+
+/// A YAML parser message with Rust's names for what was expected replaced by the
+/// spec's (`a number`, not `f64`).
+fn in_spec_words(message: &str) -> String {
+    const WORDS: [(&str, &str); 9] = [
+        ("expected f64", "expected a number"),
+        ("expected f32", "expected a number"),
+        ("expected usize", "expected a whole number (0 or more)"),
+        ("expected u64", "expected a whole number (0 or more)"),
+        ("expected u32", "expected a whole number (0 or more)"),
+        ("expected i64", "expected a whole number"),
+        ("expected a sequence", "expected a list such as `[a, b]`"),
+        (
+            "expected a map",
+            "expected a mapping such as `{name: value}`",
+        ),
+        ("expected a boolean", "expected `true` or `false`"),
+    ];
+    let mut out = message.to_owned();
+    for (rust, spec) in WORDS {
+        out = out.replace(rust, spec);
+    }
+    out
 }
 
 /// An entity: key fields, one timestamp field and typed value fields.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an entity such as `{keys: {id: string}, timestamp: ts, fields: {value: float}}`"
+)]
 pub struct EntitySpec {
     /// Key fields and their types (`string` or `int`), in key order.
     pub keys: IndexMap<String, FieldType>,
@@ -61,12 +91,25 @@ pub enum FeatureKindSpec {
 
 /// A feature. Which fields apply depends on `kind`; the rest must be absent.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a feature such as `{kind: pipeline, entity: User}`"
+)]
 pub struct FeatureSpec {
     /// `pipeline` or `on_demand`.
     pub kind: FeatureKindSpec,
-    /// The entity whose records this feature holds (pipeline) or returns (on-demand).
-    pub entity: String,
+    /// The entity whose records this feature holds (pipeline) or returns
+    /// (on-demand; or give `output` or `aggregate` instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
+    /// On-demand: the output's value fields, declared in place; its keys and
+    /// timestamp are those of the first dependency's entity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSpec>,
+    /// On-demand: a window aggregation computed natively (no `udf`, no
+    /// `dependencies`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aggregate: Option<AggregateSpec>,
     /// Free-form description, shown by `GET /v1/features`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
@@ -89,6 +132,115 @@ pub struct FeatureSpec {
     /// Pipeline: a data source that writes into this feature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceSpec>,
+}
+
+/// An on-demand feature's output fields, declared in place.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an output such as `{fields: {score: float}}`"
+)]
+pub struct OutputSpec {
+    /// Value fields and their types.
+    pub fields: IndexMap<String, FieldType>,
+}
+
+/// A declarative window aggregation.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an aggregation such as `{over: {feature: txn, query: range, lookback_s: 3600}, outputs: {n: count}}`"
+)]
+pub struct AggregateSpec {
+    /// The window: a pipeline feature read with `range` or `last_n`.
+    pub over: DependencySpec,
+    /// Output field → what it aggregates.
+    pub outputs: IndexMap<String, AggOutputSpec>,
+}
+
+/// One output of an aggregation: `count` (the records in the window), or a
+/// mapping of one aggregation to a field (`{mean: amount}`, with `p` for
+/// `percentile` and `half_life_s` for `ewma`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum AggOutputSpec {
+    /// `count`.
+    Name(String),
+    /// `{sum: amount}`.
+    Of(Box<AggOfSpec>),
+}
+
+impl<'de> Deserialize<'de> for AggOutputSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match serde_yaml_ng::Value::deserialize(d)? {
+            serde_yaml_ng::Value::String(s) => Ok(Self::Name(s)),
+            v @ serde_yaml_ng::Value::Mapping(_) => serde_yaml_ng::from_value(v)
+                .map(|of| Self::Of(Box::new(of)))
+                .map_err(D::Error::custom),
+            _ => Err(D::Error::custom(
+                "an aggregate output is `count` or a mapping such as `{mean: amount}`",
+            )),
+        }
+    }
+}
+
+/// `{STAT: field}` with the stat's parameters; exactly one stat is given (the
+/// loader checks).
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an aggregation such as `{mean: amount}` or `{percentile: amount, p: 0.9}`"
+)]
+#[allow(missing_docs)]
+pub struct AggOfSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sum: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stddev: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ewma: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<String>,
+    /// `percentile`: the quantile, in `[0, 1]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p: Option<f64>,
+    /// `ewma`: the half-life in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub half_life_s: Option<f64>,
+}
+
+impl AggOfSpec {
+    /// The stats given, by name, with their fields.
+    pub fn given(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("count", &self.count),
+            ("sum", &self.sum),
+            ("mean", &self.mean),
+            ("min", &self.min),
+            ("max", &self.max),
+            ("stddev", &self.stddev),
+            ("percentile", &self.percentile),
+            ("ewma", &self.ewma),
+            ("first", &self.first),
+            ("last", &self.last),
+        ]
+        .into_iter()
+        .filter_map(|(name, field)| field.as_deref().map(|f| (name, f)))
+        .collect()
+    }
 }
 
 /// A dependency: a feature name, or a name with a storage query.
@@ -120,7 +272,10 @@ impl<'de> Deserialize<'de> for DependencySpec {
 
 /// A dependency with an explicit query.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a dependency such as `{feature: txn, query: range, lookback_s: 3600}`"
+)]
 pub struct DependencyQuerySpec {
     /// The feature read.
     pub feature: String,
@@ -151,7 +306,10 @@ pub enum QueryKindSpec {
 
 /// A UDF argument.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "an argument definition such as `{type: float, default: 1.0}`"
+)]
 pub struct ArgSpec {
     /// The argument's type.
     #[serde(rename = "type")]
@@ -164,7 +322,10 @@ pub struct ArgSpec {
 
 /// The UDF: CEL expressions, or a native function registered in the binary.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a udf such as `{expr: {score: \"txn.amount * 2.0\"}}`"
+)]
 pub struct UdfSpec {
     /// One CEL expression per output field.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -176,7 +337,10 @@ pub struct UdfSpec {
 
 /// Where a pipeline feature's data comes from.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a source such as `{mock: {period_s: 1, items: [...]}}`"
+)]
 pub struct SourceSpec {
     /// A mock periodic source (Volga's `MockOnlineConnector.with_periodic_items`).
     pub mock: MockSourceSpec,
@@ -184,7 +348,10 @@ pub struct SourceSpec {
 
 /// A mock source that writes its records every `period_s` with fresh event times.
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mock source such as `{period_s: 1, items: [{id: a, value: 1.0}]}`"
+)]
 pub struct MockSourceSpec {
     /// Seconds between emissions; absent or 0 writes once at start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -200,7 +367,10 @@ pub struct MockSourceSpec {
 /// `count` records, each column a CEL expression of `i` (the record index, an int)
 /// and `tick` (how many emissions came before, an int).
 #[derive(Debug, Clone, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a generator such as `{count: 10, columns: {id: \"string(i)\"}}`"
+)]
 pub struct GenerateSpec {
     /// How many records each emission writes.
     pub count: usize,

@@ -74,6 +74,10 @@ pub fn encode(registry: &Registry) -> bytes::Bytes {
                             let spec = registry.spec().features.get(&*f.name).and_then(|s| s.udf.as_ref());
                             json!({"expr": spec.and_then(|u| u.expr.clone())})
                         }
+                        UdfImpl::Aggregate(_) => {
+                            let spec = registry.spec().features.get(&*f.name).and_then(|s| s.aggregate.as_ref());
+                            json!({"aggregate": spec})
+                        }
                         UdfImpl::Native { name, .. } => json!({"native": &**name}),
                     };
                 }

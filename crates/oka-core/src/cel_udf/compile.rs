@@ -96,22 +96,20 @@ fn compile_one(
     );
     let mut problems = Vec::new();
     for r in &refs {
-        let binding = bindings.iter().find(|(n, _)| &**n == r.var).map(|(_, b)| b);
-        match (binding, r.field) {
-            (None, _) => problems.push(problem(format!(
-                "references unknown name `{}` (known: {})",
+        if !bindings.iter().any(|(n, _)| &**n == r.var) {
+            problems.push(problem(format!(
+                "references unknown name `{}`{} (known: {})",
                 r.var,
+                crate::error::did_you_mean(r.var, bindings.iter().map(|(n, _)| &**n)),
                 known_names(bindings)
-            ))),
-            (Some(Binding::Record(e)), Some(f)) if e.column_index(f).is_none() => {
-                problems.push(problem(format!(
-                    "`{}.{f}`: entity `{}` has no field `{f}`",
-                    r.var, e.name
-                )));
-            }
-            _ => {}
+            )));
         }
     }
+    problems.extend(
+        super::fields::check(program.expression(), bindings)
+            .into_iter()
+            .map(problem),
+    );
     if !problems.is_empty() {
         return Err(problems);
     }
@@ -252,7 +250,14 @@ pub(super) fn free_references<'e>(
             free_references(&sel.operand, bound, out);
         }
         Expr::Call(call) => {
-            if let Some(t) = &call.target {
+            // `math.sum(…)`: `math` names the function's namespace, not a variable.
+            let namespace = call.target.as_deref().is_some_and(|t| {
+                matches!(&t.expr, Expr::Ident(n)
+                    if super::FUNCTION_NAMESPACES.contains(&n.as_str()) && !bound.contains(&n.as_str()))
+            });
+            if let Some(t) = &call.target
+                && !namespace
+            {
                 free_references(t, bound, out);
             }
             for a in &call.args {
@@ -329,11 +334,6 @@ fn dry_run(
             }
             Ok(())
         }
-        Err(ExecutionError::NoSuchOverload(o)) => Err(CelError::TypeMismatch(format!(
-            "no `{}` for ({})",
-            o.function(),
-            o.argument_types().join(", ")
-        ))),
         Err(ExecutionError::UndeclaredReference(name)) => {
             Err(CelError::UnknownReference(name.to_string()))
         }
@@ -348,7 +348,7 @@ fn dry_run(
             | ExecutionError::NoSuchKey(_)
             | ExecutionError::DuplicateKey(_),
         ) => Ok(()),
-        Err(other) => Err(CelError::TypeMismatch(one_line(&other.to_string()))),
+        Err(other) => Err(CelError::TypeMismatch(super::explain::explain(&other))),
     }
 }
 

@@ -27,10 +27,14 @@ use fast::Fast;
 
 mod compile;
 mod convert;
+mod explain;
 mod fast;
+mod fields;
+mod functions;
 mod scalar;
 
 pub use convert::{from_cel, to_cel};
+pub use functions::NAMES as AGGREGATION_FUNCTIONS;
 pub use scalar::{compile_scalar, eval_scalar, is_reserved};
 
 /// What went wrong compiling or evaluating a CEL expression.
@@ -67,12 +71,18 @@ pub enum CelError {
     Result(Box<CelError>),
 }
 
+/// The namespaces of the extension functions (`math.sum(…)`, `strings.quote(…)`,
+/// `lists.range(…)`): names of functions, not variables, so they cannot name
+/// features or arguments.
+pub const FUNCTION_NAMESPACES: [&str; 3] = ["math", "strings", "lists"];
+
 /// The variable holding the request time.
 pub const NOW: &str = "now";
 
 /// The shared CEL environment, built once per registry: the standard library plus
 /// the `math` (`math.greatest`, `math.least`, `math.round`, …), `strings` and `lists`
-/// extensions.
+/// extensions, and Oka's aggregation functions (`math.sum`, `math.mean`, …;
+/// [`AGGREGATION_FUNCTIONS`]).
 pub fn env() -> Arc<Env> {
     let mut env = Env::stdlib();
     for ext in [
@@ -83,6 +93,9 @@ pub fn env() -> Arc<Env> {
         // The extensions declare disjoint names, so registering them cannot clash.
         let _ = env.add_extension(ext);
     }
+    // Oka's names are not among the extensions' (`math.@max` and `math.@min` back
+    // `greatest` and `least`), so declaring them cannot clash either.
+    let _ = functions::register(&mut env);
     Arc::new(env)
 }
 
@@ -205,7 +218,7 @@ impl CelUdf {
             let Some(program) = program else { continue };
             let v = program
                 .execute(&ctx)
-                .map_err(|e| UdfError::Failed(e.to_string()))?;
+                .map_err(|e| UdfError::Failed(explain::explain(&e)))?;
             let v = from_cel(v).map_err(|e| UdfError::Failed(e.to_string()))?;
             out = out.set_at(i, v)?;
         }

@@ -13,6 +13,9 @@ use super::{CelError, NOW};
 
 /// Names CEL reserves; they cannot name features or arguments.
 pub fn is_reserved(name: &str) -> bool {
+    if super::FUNCTION_NAMESPACES.contains(&name) {
+        return true;
+    }
     const RESERVED: &[&str] = &[
         "true",
         "false",

@@ -82,7 +82,7 @@ fn unknown_field_in_expression() {
         &err,
         &[
             "features.q.udf.expr.value",
-            "entity `E` has no field `valu`",
+            "`p.valu`: records of `p` (entity `E`) have no field `valu` (did you mean `value`?)",
         ],
     );
 }

@@ -1,0 +1,127 @@
+//! CEL's evaluation errors in CEL's own terms, for people: operators as written
+//! (`*`, not `mul` or `_*_`), types as CEL names them (`int`, `double`, `list`),
+//! values never as Rust's debug form.
+
+use cel::ExecutionError;
+
+/// `e` as one line a spec author can act on.
+pub(super) fn explain(e: &ExecutionError) -> String {
+    match e {
+        ExecutionError::NoSuchOverload(o) => {
+            let types = o.argument_types().join(", ");
+            let f = operator(o.function());
+            let hint = mixing_hint(o.argument_types().iter().map(String::as_str));
+            if f.starts_with(|c: char| c.is_ascii_alphabetic()) {
+                format!("no overload of `{f}` takes ({types}){hint}")
+            } else {
+                format!("`{f}` is not defined for ({types}){hint}")
+            }
+        }
+        ExecutionError::UnsupportedBinaryOperator(op, l, r) => {
+            let (l, r) = (type_of(l), type_of(r));
+            format!(
+                "`{}` is not defined for {l} and {r}{}",
+                operator(op),
+                mixing_hint([l, r].into_iter())
+            )
+        }
+        ExecutionError::UnexpectedType { got, want } if want.starts_with("math.") => {
+            format!("{want}: {got}")
+        }
+        ExecutionError::UnexpectedType { got, want } => format!("expected {want}, got {got}"),
+        ExecutionError::ValuesNotComparable(a, b) => {
+            format!("cannot compare {} with {}", type_of(a), type_of(b))
+        }
+        ExecutionError::NoSuchKey(k) => format!("no field or map key `{k}`"),
+        ExecutionError::UndeclaredReference(n) => format!("unknown name `{n}`"),
+        ExecutionError::FunctionError { function, message } => format!("{function}: {message}"),
+        ExecutionError::DivisionByZero(_) => "division by zero".to_owned(),
+        ExecutionError::RemainderByZero(_) => "remainder by zero (`%` by 0)".to_owned(),
+        ExecutionError::Overflow(op, l, _) => {
+            format!("`{}` overflows the range of {}", operator(op), type_of(l))
+        }
+        ExecutionError::IndexOutOfBounds(i) => match i {
+            cel::Value::Int(i) => format!("index {i} is out of range"),
+            _ => "index out of range".to_owned(),
+        },
+        ExecutionError::InvalidArgumentCount { expected, actual } => {
+            format!("expected {expected} argument(s), got {actual}")
+        }
+        ExecutionError::NotSupportedAsMethod { method, target } => {
+            format!("`{method}` cannot be called on a {}", type_of(target))
+        }
+        ExecutionError::UnsupportedTargetType { target } => {
+            format!("a {} is not a valid argument here", type_of(target))
+        }
+        ExecutionError::UnsupportedKeyType(v) => {
+            format!("a {} cannot be a map key", type_of(v))
+        }
+        ExecutionError::UnsupportedIndex(i, target) => {
+            format!(
+                "a {} cannot be indexed by a {}",
+                type_of(target),
+                type_of(i)
+            )
+        }
+        ExecutionError::DuplicateKey(_) => "a map literal repeats a key".to_owned(),
+        other => super::compile::one_line(&other.to_string()),
+    }
+}
+
+/// An operator's or function's name as written in an expression.
+fn operator(name: &str) -> &str {
+    match name {
+        "add" | "_+_" => "+",
+        "sub" | "_-_" => "-",
+        "mul" | "_*_" => "*",
+        "div" | "_/_" => "/",
+        "rem" | "_%_" => "%",
+        "negate" | "-_" => "unary -",
+        "!_" => "!",
+        "_==_" => "==",
+        "_!=_" => "!=",
+        "_<_" => "<",
+        "_<=_" => "<=",
+        "_>_" => ">",
+        "_>=_" => ">=",
+        "_&&_" => "&&",
+        "_||_" => "||",
+        "_[_]" => "[] (indexing)",
+        "@in" => "in",
+        "_?_:_" => "?:",
+        other => other,
+    }
+}
+
+/// A hint when `types` mix `int` and `double`, which CEL never converts.
+fn mixing_hint<'a>(types: impl Iterator<Item = &'a str>) -> &'static str {
+    let (mut int, mut double) = (false, false);
+    for t in types {
+        int |= matches!(t, "int" | "uint");
+        double |= t == "double";
+    }
+    if int && double {
+        " (CEL does not mix int and double: write 2.0 instead of 2, or double(x))"
+    } else {
+        ""
+    }
+}
+
+/// A value's CEL type name.
+pub(super) fn type_of(v: &cel::Value) -> &'static str {
+    match v {
+        cel::Value::List(_) => "list",
+        cel::Value::Map(_) => "map",
+        cel::Value::Function(..) => "function",
+        cel::Value::Int(_) => "int",
+        cel::Value::UInt(_) => "uint",
+        cel::Value::Float(_) => "double",
+        cel::Value::String(_) => "string",
+        cel::Value::Bytes(_) => "bytes",
+        cel::Value::Bool(_) => "bool",
+        cel::Value::Duration(_) => "duration",
+        cel::Value::Timestamp(_) => "timestamp",
+        cel::Value::Null => "null",
+        _ => "value",
+    }
+}
