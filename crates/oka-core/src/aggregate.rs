@@ -9,7 +9,7 @@ use indexmap::IndexMap;
 use crate::entity::Entity;
 use crate::error::did_you_mean;
 use crate::spec::AggOutputSpec;
-use crate::stats::{Acc, Stat, Takes};
+use crate::stats::{Acc, Stat, StatError, Takes};
 use crate::udf::{Input, UdfCall, UdfError};
 use crate::value::{FieldType, Row, Value};
 
@@ -72,9 +72,9 @@ impl Outputs {
                     outputs.push(o);
                     fields.insert(field.clone(), ty);
                 }
-                Err(message) => problems.push(OutputProblem {
+                Err(e) => problems.push(OutputProblem {
                     field: field.clone(),
-                    message,
+                    message: e.to_string(),
                 }),
             }
         }
@@ -99,8 +99,67 @@ impl Outputs {
     }
 }
 
+/// Why an aggregate output is rejected.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OutputError {
+    /// A bare name other than `count`.
+    #[error(
+        "`{0}` is not an aggregation: write `count` (the records in the window) or a mapping such as `{{mean: amount}}`"
+    )]
+    NotAnAggregation(String),
+    /// None or several aggregations in one mapping.
+    #[error(
+        "give exactly one aggregation (count, sum, mean, min, max, stddev, percentile, ewma, first or last), got {0}"
+    )]
+    NotOne(String),
+    /// `percentile` without `p`.
+    #[error("`percentile` needs `p`, the quantile in [0, 1] (`p: 0.9` for the 90th percentile)")]
+    NeedsP,
+    /// `ewma` without `half_life_s`.
+    #[error("`ewma` needs `half_life_s`, the seconds after which a value weighs half")]
+    NeedsHalfLife,
+    /// A parameter given to an aggregation that has no such parameter.
+    #[error("`{param}` applies only to `{only}`")]
+    Misplaced {
+        /// The parameter.
+        param: &'static str,
+        /// The aggregation it belongs to.
+        only: &'static str,
+    },
+    /// A parameter out of range.
+    #[error("{name}: {error}")]
+    Parameter {
+        /// The aggregation.
+        name: &'static str,
+        /// What is wrong.
+        error: StatError,
+    },
+    /// A field the window's entity lacks.
+    #[error("entity `{entity}` has no field `{field}`{suggestion}")]
+    NoField {
+        /// The window's entity.
+        entity: String,
+        /// The field named.
+        field: String,
+        /// ` (did you mean …?)` or nothing.
+        suggestion: String,
+    },
+    /// A field of a type the aggregation does not take.
+    #[error("`{name}` takes a field of type {}; `{field}` is {ty}", .takes.describe())]
+    FieldType {
+        /// The aggregation.
+        name: &'static str,
+        /// What it takes.
+        takes: Takes,
+        /// The field.
+        field: String,
+        /// Its type.
+        ty: FieldType,
+    },
+}
+
 /// One output checked: what it computes and its type.
-fn output(over: &Entity, spec: &AggOutputSpec) -> Result<(Output, FieldType), String> {
+fn output(over: &Entity, spec: &AggOutputSpec) -> Result<(Output, FieldType), OutputError> {
     let of = match spec {
         AggOutputSpec::Name(n) if n == "count" => {
             let o = Output {
@@ -109,23 +168,16 @@ fn output(over: &Entity, spec: &AggOutputSpec) -> Result<(Output, FieldType), St
             };
             return Ok((o, FieldType::Int));
         }
-        AggOutputSpec::Name(n) => {
-            return Err(format!(
-                "`{n}` is not an aggregation: write `count` (the records in the window) or a mapping such as `{{mean: amount}}`"
-            ));
-        }
+        AggOutputSpec::Name(n) => return Err(OutputError::NotAnAggregation(n.clone())),
         AggOutputSpec::Of(of) => of,
     };
     let given = of.given();
     let [(name, field)] = given.as_slice() else {
-        return Err(format!(
-            "give exactly one aggregation (count, sum, mean, min, max, stddev, percentile, ewma, first or last), got {}",
-            if given.is_empty() {
-                "none".to_owned()
-            } else {
-                given.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-            }
-        ));
+        return Err(OutputError::NotOne(if given.is_empty() {
+            "none".to_owned()
+        } else {
+            given.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        }));
     };
     let stat = match *name {
         "count" => Stat::Count,
@@ -136,35 +188,34 @@ fn output(over: &Entity, spec: &AggOutputSpec) -> Result<(Output, FieldType), St
         "stddev" => Stat::Stddev,
         "first" => Stat::First,
         "last" => Stat::Last,
-        "percentile" => Stat::Percentile(of.p.ok_or(
-            "`percentile` needs `p`, the quantile in [0, 1] (`p: 0.9` for the 90th percentile)",
-        )?),
+        "percentile" => Stat::Percentile(of.p.ok_or(OutputError::NeedsP)?),
         _ => Stat::Ewma {
-            half_life_s: of
-                .half_life_s
-                .ok_or("`ewma` needs `half_life_s`, the seconds after which a value weighs half")?,
+            half_life_s: of.half_life_s.ok_or(OutputError::NeedsHalfLife)?,
         },
     };
-    if of.p.is_some() && *name != "percentile" {
-        return Err("`p` applies only to `percentile`".to_owned());
+    for (param, given, only) in [
+        ("p", of.p.is_some(), "percentile"),
+        ("half_life_s", of.half_life_s.is_some(), "ewma"),
+    ] {
+        if given && *name != only {
+            return Err(OutputError::Misplaced { param, only });
+        }
     }
-    if of.half_life_s.is_some() && *name != "ewma" {
-        return Err("`half_life_s` applies only to `ewma`".to_owned());
-    }
-    stat.check().map_err(|e| format!("{name}: {e}"))?;
+    stat.check()
+        .map_err(|error| OutputError::Parameter { name, error })?;
     let Some(col) = over.column_index(field) else {
-        return Err(format!(
-            "entity `{}` has no field `{field}`{}",
-            over.name,
-            did_you_mean(field, over.columns.iter().map(|c| &*c.name))
-        ));
+        return Err(OutputError::NoField {
+            entity: over.name.to_string(),
+            field: (*field).to_owned(),
+            suggestion: did_you_mean(field, over.columns.iter().map(|c| &*c.name)),
+        });
     };
     let ty = &over.columns[col].ty;
-    let out_ty = result_type(stat, ty).ok_or_else(|| {
-        format!(
-            "`{name}` takes a field of type {}; `{field}` is {ty}",
-            stat.takes().describe()
-        )
+    let out_ty = result_type(stat, ty).ok_or_else(|| OutputError::FieldType {
+        name,
+        takes: stat.takes(),
+        field: (*field).to_owned(),
+        ty: ty.clone(),
     })?;
     Ok((
         Output {
@@ -221,7 +272,7 @@ impl AggregateUdf {
     }
 
     /// Output `i` failed for this key.
-    fn failed(&self, call: &UdfCall<'_>, i: usize, e: &crate::stats::StatError) -> UdfError {
+    fn failed(&self, call: &UdfCall<'_>, i: usize, e: &StatError) -> UdfError {
         let field = self
             .columns
             .get(i)

@@ -8,18 +8,7 @@ use serde_json::{Value as Json, json};
 pub fn encode(registry: &Registry) -> bytes::Bytes {
     let entities: serde_json::Map<String, Json> = registry
         .entities()
-        .map(|e| {
-            let keys: Vec<&str> = e.keys().map(|c| &*c.name).collect();
-            let columns: serde_json::Map<String, Json> = e
-                .columns
-                .iter()
-                .map(|c| (c.name.to_string(), Json::String(c.ty.to_string())))
-                .collect();
-            (
-                e.name.to_string(),
-                json!({"keys": keys, "timestamp": e.timestamp_name(), "columns": columns}),
-            )
-        })
+        .map(|e| (e.name.to_string(), entity_json(e)))
         .collect();
     let features: Vec<Json> = registry
         .features()
@@ -69,17 +58,11 @@ pub fn encode(registry: &Registry) -> bytes::Bytes {
                         })
                         .collect::<serde_json::Map<_, _>>()
                         .into();
-                    obj["udf"] = match udf {
-                        UdfImpl::Cel(_) => {
-                            let spec = registry.spec().features.get(&*f.name).and_then(|s| s.udf.as_ref());
-                            json!({"expr": spec.and_then(|u| u.expr.clone())})
-                        }
-                        UdfImpl::Aggregate(_) => {
-                            let spec = registry.spec().features.get(&*f.name).and_then(|s| s.aggregate.as_ref());
-                            json!({"aggregate": spec})
-                        }
-                        UdfImpl::Native { name, .. } => json!({"native": &**name}),
-                    };
+                    obj["udf"] = udf_json(registry, &f.name, udf);
+                    // An output declared in place has no entry under `entities`.
+                    if !registry.entities().any(|e| std::sync::Arc::ptr_eq(e, &f.entity)) {
+                        obj["output"] = entity_json(&f.entity);
+                    }
                 }
             }
             obj
@@ -87,4 +70,27 @@ pub fn encode(registry: &Registry) -> bytes::Bytes {
         .collect();
     let body = json!({"entities": entities, "features": features});
     bytes::Bytes::from(body.to_string())
+}
+
+/// An entity's keys, timestamp and columns.
+fn entity_json(e: &oka_core::Entity) -> Json {
+    let keys: Vec<&str> = e.keys().map(|c| &*c.name).collect();
+    let columns: serde_json::Map<String, Json> = e
+        .columns
+        .iter()
+        .map(|c| (c.name.to_string(), Json::String(c.ty.to_string())))
+        .collect();
+    json!({"keys": keys, "timestamp": e.timestamp_name(), "columns": columns})
+}
+
+/// How on-demand feature `name` is computed, as the spec says it.
+fn udf_json(registry: &Registry, name: &str, udf: &UdfImpl) -> Json {
+    let spec = registry.spec().features.get(name);
+    match udf {
+        UdfImpl::Cel(_) => {
+            json!({"expr": spec.and_then(|s| s.udf.as_ref()).and_then(|u| u.expr.clone())})
+        }
+        UdfImpl::Aggregate(_) => json!({"aggregate": spec.and_then(|s| s.aggregate.as_ref())}),
+        UdfImpl::Native { name, .. } => json!({"native": &**name}),
+    }
 }

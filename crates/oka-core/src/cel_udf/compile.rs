@@ -12,6 +12,7 @@ use crate::entity::Entity;
 use crate::value::{FieldType, Row, Timestamp, Value};
 
 use super::convert::{from_cel, record_to_cel, to_cel};
+use super::explain::one_line;
 use super::fast::Fast;
 use super::{Binding, CelError, CelUdf, ExprProblem, NOW, ReadColumns};
 
@@ -197,10 +198,6 @@ fn fast_forms(
             },
         })
         .collect()
-}
-
-pub(super) fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn known_names(bindings: &[(Arc<str>, Binding)]) -> String {

@@ -64,7 +64,7 @@ pub(super) fn explain(e: &ExecutionError) -> String {
             )
         }
         ExecutionError::DuplicateKey(_) => "a map literal repeats a key".to_owned(),
-        other => super::compile::one_line(&other.to_string()),
+        other => one_line(&other.to_string()),
     }
 }
 
@@ -124,4 +124,9 @@ pub(super) fn type_of(v: &cel::Value) -> &'static str {
         cel::Value::Null => "null",
         _ => "value",
     }
+}
+
+/// `s` with its whitespace runs (line breaks included) as single spaces.
+pub(super) fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

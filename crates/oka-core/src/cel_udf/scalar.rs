@@ -7,8 +7,9 @@ use cel::{Context, Env, Program};
 
 use crate::value::Value;
 
-use super::compile::{free_references, one_line};
+use super::compile::free_references;
 use super::convert::from_cel;
+use super::explain::one_line;
 use super::{CelError, NOW};
 
 /// Names CEL reserves; they cannot name features or arguments.
