@@ -1,6 +1,7 @@
 //! oka-core integration tests: spec validation, planning, execution.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod aggregation;
 mod execution;
 mod planning;
 mod spec_errors;
