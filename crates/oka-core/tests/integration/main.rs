@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod aggregation;
+mod docs;
 mod execution;
 mod planning;
 mod spec_errors;
