@@ -9,10 +9,12 @@
 //! ```
 //!
 //! - [`stores`]: store URLs → backends (the only place concrete backends are named).
+//! - [`init`]: `oka init DIR`, a small runnable project.
 //! - [`ingest`]: `oka ingest`; `load`: the spec and API keys, at start and on reload.
 //! - `demo.yaml`: the spec served by `oka serve --demo`.
 
 pub mod ingest;
+pub mod init;
 mod load;
 pub mod stores;
 
@@ -57,6 +59,16 @@ pub struct Cli {
 enum Command {
     /// Serve features over HTTP.
     Serve(ServeArgs),
+    /// Write a small runnable project into DIR: a spec (an entity, a pipeline
+    /// feature, a window aggregate, a CEL feature), sample events and a README with
+    /// the commands to validate, ingest and serve it.
+    Init {
+        /// The project directory (created if needed).
+        dir: PathBuf,
+        /// Overwrite the project's files if `DIR/oka.yaml` already exists.
+        #[arg(long)]
+        force: bool,
+    },
     /// Validate a spec and print a summary; exits non-zero on errors.
     Validate {
         /// The spec file.
@@ -231,6 +243,16 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             store_replication,
         } => schema(&store, &store_replication),
         Command::Validate { spec } => validate(&spec, &natives),
+        Command::Init { dir, force } => {
+            for path in init::init(&dir, oka_core::Timestamp::now(), force)? {
+                println!("wrote {}", path.display());
+            }
+            println!(
+                "next: oka validate --spec {0}/oka.yaml (then ingest and serve: see {0}/README.md)",
+                dir.display()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Serve(args) => serve(args, natives).map(|()| ExitCode::SUCCESS),
         Command::Source(SourceCommand::Mock {
             spec,

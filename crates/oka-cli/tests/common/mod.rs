@@ -1,0 +1,111 @@
+//! Helpers shared by the CLI tests: temporary files, free ports, a minimal HTTP
+//! client, and `oka serve` started and stopped as a user would.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const OKA: &str = env!("CARGO_BIN_EXE_oka");
+
+pub fn tmp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("oka-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, contents).unwrap();
+    p
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.get(9..12)?.parse().ok()?;
+    Some((status, out.split_once("\r\n\r\n")?.1.to_owned()))
+}
+
+pub struct Server(pub Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A running `oka serve`, ready, and its addresses.
+pub struct Oka {
+    pub server: Server,
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+}
+
+/// Starts `oka serve ARGS` on free loopback ports, its log in `log` (or nowhere),
+/// and waits until `/readyz` answers 200.
+pub fn start_oka(args: &[&str], log: Option<&std::path::Path>) -> Oka {
+    let (port, admin_port) = (free_port(), free_port());
+    let mut cmd = Command::new(OKA);
+    cmd.arg("serve")
+        .args(args)
+        .args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--admin-listen",
+            &format!("127.0.0.1:{admin_port}"),
+        ])
+        .stdout(Stdio::null());
+    match log {
+        Some(path) => cmd
+            .env("OKA_LOG", "oka_redis=debug,info")
+            .stderr(std::fs::File::create(path).unwrap()),
+        None => cmd.stderr(Stdio::null()),
+    };
+    let mut server = Server(cmd.spawn().unwrap());
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http(admin, "GET", "/readyz", "").map(|(s, _)| s) != Some(200) {
+        assert!(Instant::now() < deadline, "server did not become ready");
+        assert!(
+            server.0.try_wait().unwrap().is_none(),
+            "server exited early"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Oka {
+        server,
+        addr,
+        admin,
+    }
+}
+
+/// A service URL from `var`, or `None` (skip) unless `require` is set to 1.
+pub fn service_url(var: &str, require: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.is_empty() => Some(url),
+        _ => {
+            assert!(
+                std::env::var(require).as_deref() != Ok("1"),
+                "{require}=1 but {var} is not set"
+            );
+            eprintln!("{var} not set: skipping");
+            None
+        }
+    }
+}
