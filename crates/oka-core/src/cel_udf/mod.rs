@@ -7,9 +7,12 @@
 //! expression and by a dry run over typed placeholder values.
 //!
 //! Layout: the environment, bindings and the compiled UDF with its calls here;
-//! [`compile`](CelUdf::compile) and its checks (names, fields, a typed dry run) in
-//! `compile`; the arithmetic fast path in `fast`; value conversion between Oka and
-//! CEL in `convert`; the scalar expressions of mock sources in `scalar`.
+//! [`compile`](CelUdf::compile) and its checks (names, a typed dry run) in
+//! `compile`; field checks through records and macro variables (`txn.map(r,
+//! r.amount)`) in `fields`; Oka's aggregation functions (`math.sum`, …) in
+//! `functions`; evaluation errors in CEL's words in `explain`; the arithmetic fast
+//! path in `fast`; value conversion between Oka and CEL in `convert`; the scalar
+//! expressions of mock sources in `scalar`.
 
 use std::fmt;
 use std::sync::Arc;
