@@ -181,11 +181,18 @@ impl Loader {
         let before = self.errors.len();
         for field in fields.keys() {
             self.check_name(&format!("{path}.{field}"), "field", field);
-            if from.keys().any(|c| &*c.name == field) || from.timestamp_name() == field {
+            let taken = if from.keys().any(|c| &*c.name == field) {
+                Some("a key field")
+            } else if from.timestamp_name() == field {
+                Some("the timestamp field")
+            } else {
+                None
+            };
+            if let Some(taken) = taken {
                 self.err(
                     format!("{path}.{field}"),
                     format!(
-                        "`{field}` is a key or the timestamp of entity `{}`, which the output takes its keys and timestamp from; pick another name",
+                        "`{field}` is {taken} of entity `{}`, whose keys and timestamp the output takes; pick another name",
                         from.name
                     ),
                 );
