@@ -34,6 +34,7 @@ pub enum FormatArg {
 
 /// Options of `oka ingest`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = crate::serve_args::LOGGING_HELP)]
 pub struct IngestArgs {
     /// The feature spec (YAML).
     #[arg(long, env = "OKA_SPEC")]
@@ -61,9 +62,9 @@ pub struct IngestArgs {
     /// bytes; longer ones are rejected.
     #[arg(long, default_value_t = ReaderLimits::default().max_record_bytes)]
     pub max_record_bytes: usize,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Store")]
     pub store: StoreArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Write path")]
     pub writer: WriterArgs,
 }
 
@@ -226,6 +227,7 @@ impl LoadEvents for Report {
 
 /// Runs `oka ingest`; `Ok(false)` when any record read was not written.
 pub fn run(args: IngestArgs, natives: &NativeUdfs) -> Result<bool> {
+    args.store.required("ingest")?;
     let (registry, id) = pipeline_feature(&args, natives)?;
     let format = format_of(&args)?;
     let name = input_name(&args.file);
@@ -258,7 +260,7 @@ pub fn run(args: IngestArgs, natives: &NativeUdfs) -> Result<bool> {
         .context("building the runtime")?;
     let started = Instant::now();
     let outcome = rt.block_on(async {
-        let store = stores::open(&args.store).await?;
+        let store = stores::open(&args.store, &stores::ReadArgs::default()).await?;
         let writer = WritePath::spawn(store, Arc::new(NoMetrics), config.clone());
         let reading =
             load::read(input, &registry, id, options).context("starting the reader thread")?;
@@ -295,10 +297,12 @@ fn pipeline_feature(args: &IngestArgs, natives: &NativeUdfs) -> Result<(Arc<Regi
             .map_err(|e| anyhow::anyhow!("invalid spec:\n{e}"))?,
     );
     let id = registry.feature_id(&args.feature).with_context(|| {
+        let pipeline = registry.features().iter().filter(|f| f.is_pipeline());
         format!(
-            "unknown feature `{}` in {}",
+            "unknown feature `{}` in {}{}",
             printable(&args.feature),
-            printable(&origin)
+            printable(&origin),
+            oka_core::error::did_you_mean(&args.feature, pipeline.map(|f| &*f.name))
         )
     })?;
     if !registry.feature(id).is_pipeline() {

@@ -16,6 +16,7 @@
 pub mod ingest;
 pub mod init;
 mod load;
+mod serve_args;
 pub mod stores;
 
 use std::net::SocketAddr;
@@ -25,13 +26,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result};
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use oka_core::request::RequestLimits;
+use clap::{Parser, Subcommand};
 use oka_core::{NativeUdfs, Registry};
 use oka_server::auth::ApiKeys;
-use oka_server::conn::ConnTimeouts;
-use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
 use oka_server::{Limits, Shared};
+use serve_args::{LogFormat, ServeArgs, limits, server_config};
 use tracing::info;
 
 /// The global allocator of every binary built on this crate (feature `mimalloc`,
@@ -48,7 +47,8 @@ pub const DEMO_SPEC: &str = include_str!("demo.yaml");
 #[command(
     name = "oka",
     version,
-    about = "Oka: an on-demand feature server (reads pipeline features from a store, runs UDFs at request time)"
+    about = "Oka: an on-demand feature server (reads pipeline features from a store, runs UDFs at request time)",
+    after_help = serve_args::LOGGING_HELP
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -112,111 +112,6 @@ enum SourceCommand {
         #[command(flatten)]
         writer: ingest::WriterArgs,
     },
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum RuntimeArg {
-    PerCore,
-    Shared,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-#[derive(Debug, Args)]
-struct ServeArgs {
-    /// The feature spec (YAML).
-    #[arg(
-        long,
-        env = "OKA_SPEC",
-        required_unless_present = "demo",
-        conflicts_with = "demo"
-    )]
-    spec: Option<PathBuf>,
-    /// Serve the built-in demo spec (the seed workload) with its mock source.
-    #[arg(long)]
-    demo: bool,
-    #[command(flatten)]
-    store: stores::StoreArgs,
-    #[command(flatten)]
-    writer: ingest::WriterArgs,
-    /// Serving address.
-    #[arg(long, env = "OKA_LISTEN", default_value = "0.0.0.0:1122")]
-    listen: SocketAddr,
-    /// Admin address (health, readiness, metrics, stats, reload). Loopback by
-    /// default: set it to the pod's address (e.g. `0.0.0.0:9122` in a container)
-    /// for probes and scraping.
-    #[arg(long, env = "OKA_ADMIN_LISTEN", default_value = "127.0.0.1:9122")]
-    admin_listen: SocketAddr,
-    /// Worker threads (default: the CPUs this process may use).
-    #[arg(long, env = "OKA_WORKERS")]
-    workers: Option<usize>,
-    /// Pin worker i to core i (only when workers ≤ cores).
-    #[arg(long, env = "OKA_PIN", default_value_t = true, action = clap::ArgAction::Set)]
-    pin: bool,
-    /// Largest request body in bytes (413 beyond; a larger declared
-    /// `Content-Length` is refused before any of the body is read).
-    #[arg(long, env = "OKA_MAX_BODY_BYTES", default_value_t = Limits::default().max_body_bytes)]
-    max_body_bytes: usize,
-    /// A request body must arrive within this many milliseconds of its request
-    /// head; 408 and the connection closed beyond.
-    #[arg(long, env = "OKA_BODY_READ_TIMEOUT_MS", default_value_t = Limits::default().body_read_timeout.as_millis() as u64)]
-    body_read_timeout_ms: u64,
-    /// A request head must arrive within this many milliseconds of its first byte
-    /// (a new connection: of being accepted); the connection is closed beyond.
-    #[arg(long, env = "OKA_HEADER_READ_TIMEOUT_MS", default_value_t = ConnTimeouts::default().header_read.as_millis() as u64)]
-    header_read_timeout_ms: u64,
-    /// A keep-alive connection idle this many milliseconds between requests is
-    /// closed. Keep it above the load balancer's idle timeout (an ALB's is 60 s).
-    #[arg(long, env = "OKA_IDLE_TIMEOUT_MS", default_value_t = ConnTimeouts::default().idle.as_millis() as u64)]
-    idle_timeout_ms: u64,
-    /// Client connections one worker holds open; beyond, a new connection is
-    /// answered 503 and closed.
-    #[arg(long, env = "OKA_MAX_CONNECTIONS", default_value_t = oka_server::runtime::DEFAULT_MAX_CONNECTIONS)]
-    max_connections: usize,
-    /// Bytes of `POST /v1/ingest` bodies held at once over all workers; beyond,
-    /// 503 with `Retry-After`.
-    #[arg(long, env = "OKA_MAX_INGEST_BYTES", default_value_t = Limits::default().max_ingest_bytes)]
-    max_ingest_bytes: usize,
-    /// How far into the future an ingested record's event time may lie, in
-    /// seconds; later records are rejected.
-    #[arg(long, env = "OKA_MAX_FUTURE_SKEW_S", default_value_t = Limits::default().max_future_skew.as_secs())]
-    max_future_skew_s: u64,
-    /// Requests one worker serves at once; beyond, 503 with `Retry-After` at once.
-    #[arg(long, env = "OKA_MAX_IN_FLIGHT_REQUESTS", default_value_t = Limits::default().max_in_flight)]
-    max_in_flight_requests: usize,
-    /// Default request deadline, milliseconds (`X-Oka-Deadline-Ms` or `deadline_ms`
-    /// override it per request); 504 beyond.
-    #[arg(long, env = "OKA_DEADLINE_MS", default_value_t = 2000)]
-    deadline_ms: u64,
-    /// Keys per request (over all key lists).
-    #[arg(long, env = "OKA_MAX_KEYS", default_value_t = oka_core::request::MAX_KEYS)]
-    max_keys: usize,
-    /// Targets per request.
-    #[arg(long, env = "OKA_MAX_TARGETS", default_value_t = oka_core::request::MAX_TARGETS)]
-    max_targets: usize,
-    /// API keys file (`<key> <read|write|admin>[,…]` per line); also
-    /// `OKA_API_KEYS` (`;`-separated). Without either, authentication is off; with
-    /// an `admin` key, `POST /admin/reload` needs one. Re-read on reload.
-    #[arg(long, env = "OKA_API_KEYS_FILE")]
-    api_keys_file: Option<PathBuf>,
-    /// The shortest time between two reloads, milliseconds: `POST /admin/reload`
-    /// sooner is answered 429, a SIGHUP sooner waits its turn.
-    #[arg(long, env = "OKA_RELOAD_MIN_INTERVAL_MS", default_value_t = oka_server::state::DEFAULT_RELOAD_INTERVAL.as_millis() as u64)]
-    reload_min_interval_ms: u64,
-    /// Seconds in-flight requests get to finish on SIGTERM/SIGINT.
-    #[arg(long, env = "OKA_SHUTDOWN_GRACE_S", default_value_t = 20)]
-    shutdown_grace_s: u64,
-    /// Worker runtime: `per-core` (a pinned single-threaded runtime per worker) or
-    /// `shared` (one multi-threaded runtime, for comparison).
-    #[arg(long, env = "OKA_RUNTIME", value_enum, default_value = "per-core")]
-    runtime: RuntimeArg,
-    /// Log format.
-    #[arg(long, env = "OKA_LOG_FORMAT", value_enum, default_value = "text")]
-    log_format: LogFormat,
 }
 
 /// Runs the CLI with `natives` available to specs; returns the exit code.
@@ -327,11 +222,12 @@ fn mock_source(
     if oka_ingest::source::MockSource::all(&registry).is_empty() {
         anyhow::bail!("{origin} declares no mock source");
     }
+    store.required("source mock")?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let store = stores::open(store).await?;
+        let store = stores::open(store, &stores::ReadArgs::default()).await?;
         let shared = Shared::with_writer(
             Arc::new(registry),
             store,
@@ -429,8 +325,13 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         .build()
         .context("building the main runtime")?;
     rt.block_on(async move {
-        let store = stores::open(&args.store).await?;
-        info!(store = %stores::redact(&args.store.store), backend = store.backend(), "store opened");
+        let store = stores::open(&args.store, &args.reads).await?;
+        info!(store = %stores::redact(args.store.url()), backend = store.backend(), "store opened");
+        if args.store.store.is_none() {
+            tracing::warn!(
+                "no --store given: serving from memory:// inside this process; what is ingested is lost when it exits (give --store redis://… for a store that lasts)"
+            );
+        }
         let limits = limits(&args);
         let (spec, keys_file) = (args.spec.clone(), args.api_keys_file.clone());
         let reloader: oka_server::state::Reloader =
@@ -477,39 +378,6 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
 }
 
 /// The request limits `oka serve` was given.
-fn limits(args: &ServeArgs) -> Limits {
-    Limits {
-        max_body_bytes: args.max_body_bytes,
-        body_read_timeout: Duration::from_millis(args.body_read_timeout_ms.max(1)),
-        max_ingest_bytes: args.max_ingest_bytes,
-        max_future_skew: Duration::from_secs(args.max_future_skew_s),
-        max_in_flight: args.max_in_flight_requests,
-        default_deadline: Duration::from_millis(args.deadline_ms.max(1)),
-        request: RequestLimits {
-            max_keys: args.max_keys,
-            max_targets: args.max_targets,
-        },
-    }
-}
-
-/// The workers, listeners and connection limits `oka serve` was given.
-fn server_config(args: &ServeArgs) -> ServerConfig {
-    ServerConfig {
-        workers: args.workers.unwrap_or_else(available_cpus),
-        pin: args.pin,
-        runtime: match args.runtime {
-            RuntimeArg::PerCore => RuntimeMode::PerCore,
-            RuntimeArg::Shared => RuntimeMode::Shared,
-        },
-        timeouts: ConnTimeouts {
-            header_read: Duration::from_millis(args.header_read_timeout_ms.max(1)),
-            idle: Duration::from_millis(args.idle_timeout_ms.max(1)),
-        },
-        max_connections: args.max_connections.max(1),
-        ..ServerConfig::new(args.listen, args.admin_listen)
-    }
-}
-
 /// SIGHUPs received so far. They are caught from the first instruction of
 /// `main` (the default action would end the process); `oka serve` reloads on
 /// them, other commands log and ignore them.

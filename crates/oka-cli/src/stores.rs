@@ -12,17 +12,13 @@ use oka_storage::{Coalescing, FeatureStore, MemoryStore};
 /// How to reach the store.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArgs {
-    /// The store URL: `memory://`, `redis://[user:pass@]host:port[/db]`,
+    /// The store URL: `redis://[user:pass@]host:port[/db]`,
     /// `redis-cluster://host:port[?node=host:port…]`, `redis-sentinel://…`; `rediss…`
     /// for TLS; `scylla://[user:pass@]host[:port][,host…][/keyspace]` (or
-    /// `cassandra://…`) for ScyllaDB/Cassandra.
-    #[arg(
-        long,
-        env = "OKA_STORE",
-        default_value = "memory://",
-        hide_env_values = true
-    )]
-    pub store: String,
+    /// `cassandra://…`) for ScyllaDB/Cassandra; `memory://` for a store inside this
+    /// process (`oka serve` only, and its default: the data is lost at exit).
+    #[arg(long, env = "OKA_STORE", hide_env_values = true)]
+    pub store: Option<String>,
     /// Timeout of one store command, milliseconds.
     #[arg(long, env = "OKA_STORE_TIMEOUT_MS", default_value_t = 1000)]
     pub store_timeout_ms: u64,
@@ -40,6 +36,14 @@ pub struct StoreArgs {
     /// system's.
     #[arg(long, env = "OKA_STORE_TLS_CA_FILE")]
     pub store_tls_ca_file: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub cql: CqlArgs,
+}
+
+/// How the server reads from the store (`oka serve` only; other commands only
+/// write and take the defaults).
+#[derive(Debug, Clone, clap::Args)]
+pub struct ReadArgs {
     /// Redis: give each serving worker a connection of its own, driven by its own
     /// thread (`false`: all workers share the pool, driven by the main thread).
     #[arg(long, env = "OKA_STORE_WORKER_CONNECTIONS", default_value_t = true, action = clap::ArgAction::Set)]
@@ -48,23 +52,9 @@ pub struct StoreArgs {
     /// into one store call (one `MGET` on Redis) while an earlier one is in flight.
     #[arg(long, env = "OKA_STORE_COALESCE_READS", default_value_t = true, action = clap::ArgAction::Set)]
     pub store_coalesce_reads: bool,
-    #[command(flatten)]
-    pub cql: CqlArgs,
-}
-
-/// Options of the ScyllaDB/Cassandra store (`scylla://`, `cassandra://`).
-#[derive(Debug, Clone, clap::Args)]
-pub struct CqlArgs {
     /// CQL: consistency of reads (`local_one`, `local_quorum`, `one`, `quorum`, …).
     #[arg(long, env = "OKA_STORE_READ_CONSISTENCY", default_value = "local_one", value_parser = oka_scylla::parse_consistency)]
     pub store_read_consistency: Consistency,
-    /// CQL: consistency of writes.
-    #[arg(long, env = "OKA_STORE_WRITE_CONSISTENCY", default_value = "local_quorum", value_parser = oka_scylla::parse_consistency)]
-    pub store_write_consistency: Consistency,
-    /// CQL: the local data center; requests go only to its nodes (token-aware within
-    /// it). Unset: any node.
-    #[arg(long, env = "OKA_STORE_LOCAL_DC")]
-    pub store_local_dc: Option<String>,
     /// CQL: send one speculative read to another replica after this many
     /// milliseconds without an answer (0: off).
     #[arg(long, env = "OKA_STORE_SPECULATIVE_MS", default_value_t = 0)]
@@ -72,6 +62,30 @@ pub struct CqlArgs {
     /// CQL: single-partition reads in flight per feature read.
     #[arg(long, env = "OKA_STORE_READ_CONCURRENCY", default_value_t = ScyllaOptions::default().read_concurrency)]
     pub store_read_concurrency: usize,
+}
+
+impl Default for ReadArgs {
+    fn default() -> Self {
+        Self {
+            store_worker_connections: true,
+            store_coalesce_reads: true,
+            store_read_consistency: Consistency::LocalOne,
+            store_speculative_ms: 0,
+            store_read_concurrency: ScyllaOptions::default().read_concurrency,
+        }
+    }
+}
+
+/// Options of the ScyllaDB/Cassandra store (`scylla://`, `cassandra://`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct CqlArgs {
+    /// CQL: consistency of writes.
+    #[arg(long, env = "OKA_STORE_WRITE_CONSISTENCY", default_value = "local_quorum", value_parser = oka_scylla::parse_consistency)]
+    pub store_write_consistency: Consistency,
+    /// CQL: the local data center; requests go only to its nodes (token-aware within
+    /// it). Unset: any node.
+    #[arg(long, env = "OKA_STORE_LOCAL_DC")]
+    pub store_local_dc: Option<String>,
     /// CQL: partition writes in flight per write batch.
     #[arg(long, env = "OKA_STORE_WRITE_CONCURRENCY", default_value_t = ScyllaOptions::default().write_concurrency)]
     pub store_write_concurrency: usize,
@@ -86,8 +100,8 @@ pub struct CqlArgs {
 }
 
 /// Wraps a networked store in read coalescing unless `--store-coalesce-reads false`.
-fn coalesced(args: &StoreArgs, store: Arc<dyn FeatureStore>) -> Arc<dyn FeatureStore> {
-    if args.store_coalesce_reads {
+fn coalesced(reads: &ReadArgs, store: Arc<dyn FeatureStore>) -> Arc<dyn FeatureStore> {
+    if reads.store_coalesce_reads {
         Arc::new(Coalescing::new(
             store,
             oka_storage::coalesce::DEFAULT_MAX_BATCH_KEYS,
@@ -97,11 +111,47 @@ fn coalesced(args: &StoreArgs, store: Arc<dyn FeatureStore>) -> Arc<dyn FeatureS
     }
 }
 
-/// Opens the store described by `args`.
-pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
-    let url = args.store.as_str();
+impl StoreArgs {
+    /// The store URL: the one given, else `memory://`.
+    pub fn url(&self) -> &str {
+        self.store.as_deref().unwrap_or(MEMORY)
+    }
+
+    /// The URL given, for a command that writes into a store from its own process
+    /// (`oka ingest`, `oka source mock`): one must be named, since an in-memory
+    /// store there goes with the process. `memory://` named explicitly is a dry
+    /// run (records checked, then discarded), said so on stderr.
+    pub fn required(&self, command: &str) -> Result<&str> {
+        match self.store.as_deref() {
+            None => bail!(
+                "`oka {command}` needs a store to write into: give --store (or OKA_STORE), e.g. --store redis://127.0.0.1:6379 (or --store memory:// for a dry run that checks the records and keeps nothing)"
+            ),
+            Some(url) => {
+                if url.starts_with("memory:") {
+                    eprintln!(
+                        "note: --store memory:// is a dry run: the records are checked and written to a store inside this process, which is gone when `oka {command}` exits"
+                    );
+                }
+                Ok(url)
+            }
+        }
+    }
+}
+
+/// The in-process store's URL.
+pub const MEMORY: &str = "memory://";
+
+/// Opens the store described by `args`. Its URL is checked first (scheme and
+/// options); a store that cannot be reached is reported by its URL, with what
+/// went wrong and what to check.
+pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureStore>> {
+    let url = args.url();
     let scheme = url.split_once("://").map_or(url, |(s, _)| s);
     match scheme {
+        "memory" if url != MEMORY => bail!(
+            "the store URL `{}`: memory:// takes no host, path or options",
+            redact(url)
+        ),
         "memory" => Ok(Arc::new(MemoryStore::new())),
         "redis" | "rediss" | "redis-cluster" | "rediss-cluster" | "redis-sentinel"
         | "rediss-sentinel" => {
@@ -111,37 +161,106 @@ pub async fn open(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
                 connect_timeout: Duration::from_millis(args.store_connect_timeout_ms),
                 key_prefix: args.store_key_prefix.clone(),
                 tls_ca_file: args.store_tls_ca_file.clone(),
-                per_worker: args.store_worker_connections,
+                per_worker: reads.store_worker_connections,
             };
+            oka_redis::url::check_options(url)
+                .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;
             let store = RedisStore::connect(url, options)
                 .await
-                .map_err(|e| anyhow::anyhow!("connecting to {}: {}", redact(url), e.message))?;
-            Ok(coalesced(args, Arc::new(store)))
+                .map_err(|e| unreachable(url, &e, Backend::Redis))?;
+            Ok(coalesced(reads, Arc::new(store)))
         }
         "scylla" | "cassandra" => {
             let cql = &args.cql;
             let options = ScyllaOptions {
-                read_consistency: cql.store_read_consistency,
+                read_consistency: reads.store_read_consistency,
                 write_consistency: cql.store_write_consistency,
                 local_dc: cql.store_local_dc.clone(),
                 request_timeout: Duration::from_millis(args.store_timeout_ms),
                 connect_timeout: Duration::from_millis(args.store_connect_timeout_ms),
-                speculative_delay: (cql.store_speculative_ms > 0)
-                    .then(|| Duration::from_millis(cql.store_speculative_ms)),
-                read_concurrency: cql.store_read_concurrency,
+                speculative_delay: (reads.store_speculative_ms > 0)
+                    .then(|| Duration::from_millis(reads.store_speculative_ms)),
+                read_concurrency: reads.store_read_concurrency,
                 write_concurrency: cql.store_write_concurrency,
                 connections_per_shard: args.store_pool_size.unwrap_or(1),
                 create_schema: cql.store_create_schema,
                 replication: cql.store_replication.clone(),
             };
+            oka_scylla::StoreUrl::parse(url)
+                .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;
             let store = ScyllaStore::connect(url, options)
                 .await
-                .map_err(|e| anyhow::anyhow!("connecting to {}: {}", redact(url), e.message))?;
-            Ok(coalesced(args, Arc::new(store)))
+                .map_err(|e| unreachable(url, &e, Backend::Cql))?;
+            Ok(coalesced(reads, Arc::new(store)))
         }
         other => bail!(
             "unsupported store URL scheme `{other}://` (this build supports memory://, redis[s]://, redis[s]-cluster://, redis[s]-sentinel://, scylla://, cassandra://)"
         ),
+    }
+}
+
+/// The kind of server behind a URL, for what to check when it cannot be reached.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Redis,
+    Cql,
+}
+
+/// A store that could not be opened: its URL, what went wrong in words (the
+/// drivers' messages carry OS error dumps), and what to check.
+fn unreachable(url: &str, e: &oka_storage::StoreError, backend: Backend) -> anyhow::Error {
+    let raw = e.message.as_str();
+    let has = |needles: &[&str]| needles.iter().any(|n| raw.contains(n));
+    let what = if has(&["Connection refused", "os error 111", "ConnectionRefused"]) {
+        "the connection was refused: nothing listens at that host and port".to_owned()
+    } else if has(&[
+        "lookup address",
+        "Name or service not known",
+        "No address associated",
+        "nodename nor servname",
+    ]) {
+        "the host name does not resolve".to_owned()
+    } else if has(&[
+        "WRONGPASS",
+        "NOAUTH",
+        "invalid username-password",
+        "Authentication",
+        "authentication",
+    ]) {
+        "the server refused the credentials: check the user and password in the URL".to_owned()
+    } else if has(&["certificate", "Certificate", "TLS", "tls", "handshake"]) {
+        "the TLS handshake failed: check rediss:// against redis://, and --store-tls-ca-file"
+            .to_owned()
+    } else if has(&["imed out", "imeout"]) {
+        "no answer within the connect timeout (--store-connect-timeout-ms)".to_owned()
+    } else if has(&["Connection reset", "Broken pipe", "unexpected end"]) {
+        "the server closed the connection: is that port the store's, and the scheme right?"
+            .to_owned()
+    } else {
+        first_sentence(raw)
+    };
+    let check = match backend {
+        Backend::Redis => "Check that Redis is running there and reachable from this machine",
+        Backend::Cql => {
+            "Check that a ScyllaDB or Cassandra node is running there (CQL, port 9042 by default) and reachable from this machine"
+        }
+    };
+    anyhow::anyhow!("cannot open the store at {}: {what}. {check}.", redact(url))
+}
+
+/// A driver's message cut at its first Debug dump (`Os {`, `Custom {`, …), so
+/// that only its words are shown.
+fn first_sentence(raw: &str) -> String {
+    let cut = ["Os {", "Custom {", "Kind(", " { "]
+        .iter()
+        .filter_map(|m| raw.find(m))
+        .min()
+        .unwrap_or(raw.len());
+    let words = raw[..cut].trim_end_matches([' ', ':', '(']).trim();
+    if words.is_empty() {
+        "the store did not answer as expected".to_owned()
+    } else {
+        words.to_owned()
     }
 }
 
@@ -170,22 +289,21 @@ mod tests {
         assert_eq!(redact("memory://"), "memory://");
     }
 
+    async fn open_default(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
+        open(args, &ReadArgs::default()).await
+    }
+
     fn args(url: &str) -> StoreArgs {
         StoreArgs {
-            store: url.to_owned(),
+            store: Some(url.to_owned()),
             store_timeout_ms: 100,
             store_connect_timeout_ms: 300,
             store_pool_size: Some(1),
             store_key_prefix: "oka:".to_owned(),
             store_tls_ca_file: None,
-            store_worker_connections: true,
-            store_coalesce_reads: true,
             cql: CqlArgs {
-                store_read_consistency: oka_scylla::parse_consistency("local_one").unwrap(),
                 store_write_consistency: oka_scylla::parse_consistency("local_quorum").unwrap(),
                 store_local_dc: None,
-                store_speculative_ms: 0,
-                store_read_concurrency: 8,
                 store_write_concurrency: 8,
                 store_create_schema: false,
                 store_replication: Replication::default(),
@@ -195,26 +313,25 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_schemes_are_refused() {
-        let err = open(&args("bogus://x"))
+        let err = open_default(&args("bogus://x"))
             .await
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("bogus"), "{err}");
-        assert!(open(&args("memory://")).await.is_ok());
+        assert!(open_default(&args("memory://")).await.is_ok());
     }
 
     #[tokio::test]
     async fn unreachable_redis_is_a_clear_error_without_the_password() {
-        let err = open(&args("redis://:hunter2@127.0.0.1:1"))
+        let err = open_default(&args("redis://:hunter2@127.0.0.1:1"))
             .await
             .err()
             .map(|e| e.to_string())
             .unwrap_or_default();
-        assert!(
-            err.contains("connecting to redis://:***@127.0.0.1:1"),
-            "{err}"
+        assert_eq!(
+            err,
+            "cannot open the store at redis://:***@127.0.0.1:1: the connection was refused: nothing listens at that host and port. Check that Redis is running there and reachable from this machine."
         );
-        assert!(!err.contains("hunter2"), "{err}");
     }
 }

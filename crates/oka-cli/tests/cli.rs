@@ -52,7 +52,9 @@ fn invalid_spec_fails_with_paths() {
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("bad.yaml: features.q.udf.expr.v: `p.w`: entity `E` has no field `w`"),
+        stderr.contains(
+            "bad.yaml: features.q.udf.expr.v: `p.w`: records of `p` (entity `E`) have no field `w`"
+        ),
         "{stderr}"
     );
 }
@@ -190,7 +192,14 @@ fn ingest_reports_rejections_and_exits_non_zero() {
     let spec = tmp_file("seed.yaml", SEED_SPEC);
     let good = seed_file("good.jsonl", 50);
     let out = Command::new(OKA)
-        .args(["ingest", "--feature", "test_feature", "--spec"])
+        .args([
+            "ingest",
+            "--store",
+            "memory://",
+            "--feature",
+            "test_feature",
+            "--spec",
+        ])
         .arg(&spec)
         .arg("--file")
         .arg(&good)
@@ -209,7 +218,14 @@ fn ingest_reports_rejections_and_exits_non_zero() {
 
     let bad = tmp_file("bad.csv", "id,value\na,1.5\nb,oops\n,2\n");
     let out = Command::new(OKA)
-        .args(["ingest", "--feature", "test_feature", "--spec"])
+        .args([
+            "ingest",
+            "--store",
+            "memory://",
+            "--feature",
+            "test_feature",
+            "--spec",
+        ])
         .arg(&spec)
         .arg("--file")
         .arg(&bad)
@@ -834,7 +850,14 @@ fn ingest_file(file: &std::path::Path, extra: &[&str]) -> (bool, String, String,
     let spec = tmp_file("seed-spec.yaml", SEED_SPEC);
     let rejects = file.with_extension("rejects");
     let out = Command::new(OKA)
-        .args(["ingest", "--feature", "test_feature", "--spec"])
+        .args([
+            "ingest",
+            "--store",
+            "memory://",
+            "--feature",
+            "test_feature",
+            "--spec",
+        ])
         .arg(&spec)
         .arg("--file")
         .arg(file)
@@ -959,6 +982,8 @@ fn ingest_gives_each_hostile_line_its_fate_and_line_number() {
     let mut child = Command::new(OKA)
         .args([
             "ingest",
+            "--store",
+            "memory://",
             "--feature",
             "test_feature",
             "--format",
@@ -1077,6 +1102,8 @@ fn oka_ingest_streams_a_file_larger_than_its_memory() {
             "import resource, subprocess, sys\nr = subprocess.run(sys.argv[1:])\nprint(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\nsys.exit(r.returncode)",
             OKA,
             "ingest",
+            "--store",
+            "memory://",
             "--feature",
             "test_feature",
             "--spec",

@@ -188,6 +188,8 @@ impl RedisStore {
                 ),
             ));
         }
+        crate::url::check_options(url)
+            .map_err(|e| StoreError::new(StoreErrorKind::Internal, e.to_string()))?;
         let mut config = Config::from_url(url).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::Internal,

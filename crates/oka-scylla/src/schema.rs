@@ -68,7 +68,9 @@ pub enum UrlError {
     #[error("invalid CQL store scheme `{0}`: expected scylla:// or cassandra://")]
     Scheme(String),
     /// A query string or fragment.
-    #[error("CQL store URLs take no query string: use the --store-* flags for options")]
+    #[error(
+        "CQL store URLs take no options (`?…`): give them as flags (--store-read-consistency, --store-write-consistency, --store-local-dc, --store-replication, …)"
+    )]
     QueryString,
     /// `:password@` without a user.
     #[error("the URL has credentials without a user name")]

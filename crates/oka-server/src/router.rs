@@ -415,6 +415,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
         return not_ready("shutting down");
     }
     match state.shared.store.health().await {
+        // The in-process store is ready, but its data goes with the process: say
+        // so where operators look.
+        Ok(()) if state.shared.store.backend() == "memory" => json_response(
+            r#"{"ready":true,"note":"the store is memory:// (in this process): data written to it is lost when the server exits; give --store for a shared one"}"#,
+        ),
         Ok(()) => json_response(r#"{"ready":true}"#),
         Err(e) => {
             tracing::warn!(backend = state.shared.store.backend(), error = %e, "store health check failed");

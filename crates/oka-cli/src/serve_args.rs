@@ -1,0 +1,199 @@
+//! `oka serve`'s flags, grouped by what they govern (serving, store, limits,
+//! auth, reload and shutdown, logging), and what they make: the server's
+//! [`Limits`] and [`ServerConfig`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use oka_core::request::RequestLimits;
+use oka_server::Limits;
+use oka_server::conn::ConnTimeouts;
+use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
+
+use crate::{ingest, stores};
+
+/// The logging part of the help of `oka` and `oka serve`.
+pub const LOGGING_HELP: &str = "Logging: OKA_LOG sets what is logged, as a tracing filter (default `info,scylla=warn`; e.g. OKA_LOG=debug, or OKA_LOG=oka_redis=debug,info); logs go to standard error, as text or JSON (--log-format).";
+
+/// `--runtime`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RuntimeArg {
+    PerCore,
+    Shared,
+}
+
+/// `--log-format`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// `oka serve`'s flags, grouped in its help by heading.
+#[derive(Debug, Args)]
+#[command(after_help = LOGGING_HELP)]
+pub struct ServeArgs {
+    /// The feature spec (YAML).
+    #[arg(
+        help_heading = "Serving",
+        long,
+        env = "OKA_SPEC",
+        required_unless_present = "demo",
+        conflicts_with = "demo"
+    )]
+    pub spec: Option<PathBuf>,
+    /// Serve the built-in demo spec (the seed workload) with its mock source.
+    #[arg(help_heading = "Serving", long)]
+    pub demo: bool,
+    #[command(flatten, next_help_heading = "Store")]
+    pub store: stores::StoreArgs,
+    #[command(flatten, next_help_heading = "Store reads")]
+    pub reads: stores::ReadArgs,
+    #[command(
+        flatten,
+        next_help_heading = "Write path (POST /v1/ingest and mock sources)"
+    )]
+    pub writer: ingest::WriterArgs,
+    /// Serving address.
+    #[arg(
+        help_heading = "Serving",
+        long,
+        env = "OKA_LISTEN",
+        default_value = "0.0.0.0:1122"
+    )]
+    pub listen: SocketAddr,
+    /// Admin address (health, readiness, metrics, stats, reload). Loopback by
+    /// default: set it to the pod's address (e.g. `0.0.0.0:9122` in a container)
+    /// for probes and scraping.
+    #[arg(
+        help_heading = "Serving",
+        long,
+        env = "OKA_ADMIN_LISTEN",
+        default_value = "127.0.0.1:9122"
+    )]
+    pub admin_listen: SocketAddr,
+    /// Worker threads (default: the CPUs this process may use).
+    #[arg(help_heading = "Serving", long, env = "OKA_WORKERS")]
+    pub workers: Option<usize>,
+    /// Pin worker i to core i (only when workers ≤ cores).
+    #[arg(help_heading = "Serving", long, env = "OKA_PIN", default_value_t = true, action = clap::ArgAction::Set)]
+    pub pin: bool,
+    /// Largest request body in bytes (413 beyond; a larger declared
+    /// `Content-Length` is refused before any of the body is read).
+    #[arg(help_heading = "Limits", long, env = "OKA_MAX_BODY_BYTES", default_value_t = Limits::default().max_body_bytes)]
+    pub max_body_bytes: usize,
+    /// A request body must arrive within this many milliseconds of its request
+    /// head; 408 and the connection closed beyond.
+    #[arg(help_heading = "Limits", long, env = "OKA_BODY_READ_TIMEOUT_MS", default_value_t = Limits::default().body_read_timeout.as_millis() as u64)]
+    pub body_read_timeout_ms: u64,
+    /// A request head must arrive within this many milliseconds of its first byte
+    /// (a new connection: of being accepted); the connection is closed beyond.
+    #[arg(help_heading = "Limits", long, env = "OKA_HEADER_READ_TIMEOUT_MS", default_value_t = ConnTimeouts::default().header_read.as_millis() as u64)]
+    pub header_read_timeout_ms: u64,
+    /// A keep-alive connection idle this many milliseconds between requests is
+    /// closed. Keep it above the load balancer's idle timeout (an ALB's is 60 s).
+    #[arg(help_heading = "Limits", long, env = "OKA_IDLE_TIMEOUT_MS", default_value_t = ConnTimeouts::default().idle.as_millis() as u64)]
+    pub idle_timeout_ms: u64,
+    /// Client connections one worker holds open; beyond, a new connection is
+    /// answered 503 and closed.
+    #[arg(help_heading = "Limits", long, env = "OKA_MAX_CONNECTIONS", default_value_t = oka_server::runtime::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Bytes of `POST /v1/ingest` bodies held at once over all workers; beyond,
+    /// 503 with `Retry-After`.
+    #[arg(help_heading = "Limits", long, env = "OKA_MAX_INGEST_BYTES", default_value_t = Limits::default().max_ingest_bytes)]
+    pub max_ingest_bytes: usize,
+    /// How far into the future an ingested record's event time may lie, in
+    /// seconds; later records are rejected.
+    #[arg(help_heading = "Limits", long, env = "OKA_MAX_FUTURE_SKEW_S", default_value_t = Limits::default().max_future_skew.as_secs())]
+    pub max_future_skew_s: u64,
+    /// Requests one worker serves at once; beyond, 503 with `Retry-After` at once.
+    #[arg(help_heading = "Limits", long, env = "OKA_MAX_IN_FLIGHT_REQUESTS", default_value_t = Limits::default().max_in_flight)]
+    pub max_in_flight_requests: usize,
+    /// Default request deadline, milliseconds (`X-Oka-Deadline-Ms` or `deadline_ms`
+    /// override it per request); 504 beyond.
+    #[arg(
+        help_heading = "Limits",
+        long,
+        env = "OKA_DEADLINE_MS",
+        default_value_t = 2000
+    )]
+    pub deadline_ms: u64,
+    /// Keys per request (over all key lists).
+    #[arg(help_heading = "Limits", long, env = "OKA_MAX_KEYS", default_value_t = oka_core::request::MAX_KEYS)]
+    pub max_keys: usize,
+    /// Targets per request.
+    #[arg(help_heading = "Limits", long, env = "OKA_MAX_TARGETS", default_value_t = oka_core::request::MAX_TARGETS)]
+    pub max_targets: usize,
+    /// API keys file (`<key> <read|write|admin>[,…]` per line); also
+    /// `OKA_API_KEYS` (`;`-separated). Without either, authentication is off; with
+    /// an `admin` key, `POST /admin/reload` needs one. Re-read on reload.
+    #[arg(help_heading = "Auth", long, env = "OKA_API_KEYS_FILE")]
+    pub api_keys_file: Option<PathBuf>,
+    /// The shortest time between two reloads, milliseconds: `POST /admin/reload`
+    /// sooner is answered 429, a SIGHUP sooner waits its turn.
+    #[arg(help_heading = "Reload and shutdown", long, env = "OKA_RELOAD_MIN_INTERVAL_MS", default_value_t = oka_server::state::DEFAULT_RELOAD_INTERVAL.as_millis() as u64)]
+    pub reload_min_interval_ms: u64,
+    /// Seconds in-flight requests get to finish on SIGTERM/SIGINT.
+    #[arg(
+        help_heading = "Reload and shutdown",
+        long,
+        env = "OKA_SHUTDOWN_GRACE_S",
+        default_value_t = 20
+    )]
+    pub shutdown_grace_s: u64,
+    /// Worker runtime: `per-core` (a pinned single-threaded runtime per worker) or
+    /// `shared` (one multi-threaded runtime, for comparison).
+    #[arg(
+        help_heading = "Serving",
+        long,
+        env = "OKA_RUNTIME",
+        value_enum,
+        default_value = "per-core"
+    )]
+    pub runtime: RuntimeArg,
+    /// Log format.
+    #[arg(
+        help_heading = "Logging",
+        long,
+        env = "OKA_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// The serving limits the flags give.
+pub fn limits(args: &ServeArgs) -> Limits {
+    Limits {
+        max_body_bytes: args.max_body_bytes,
+        body_read_timeout: Duration::from_millis(args.body_read_timeout_ms.max(1)),
+        max_ingest_bytes: args.max_ingest_bytes,
+        max_future_skew: Duration::from_secs(args.max_future_skew_s),
+        max_in_flight: args.max_in_flight_requests,
+        default_deadline: Duration::from_millis(args.deadline_ms.max(1)),
+        request: RequestLimits {
+            max_keys: args.max_keys,
+            max_targets: args.max_targets,
+        },
+    }
+}
+
+/// The workers, listeners and connection limits `oka serve` was given.
+pub fn server_config(args: &ServeArgs) -> ServerConfig {
+    ServerConfig {
+        workers: args.workers.unwrap_or_else(available_cpus),
+        pin: args.pin,
+        runtime: match args.runtime {
+            RuntimeArg::PerCore => RuntimeMode::PerCore,
+            RuntimeArg::Shared => RuntimeMode::Shared,
+        },
+        timeouts: ConnTimeouts {
+            header_read: Duration::from_millis(args.header_read_timeout_ms.max(1)),
+            idle: Duration::from_millis(args.idle_timeout_ms.max(1)),
+        },
+        max_connections: args.max_connections.max(1),
+        ..ServerConfig::new(args.listen, args.admin_listen)
+    }
+}

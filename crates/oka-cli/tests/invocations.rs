@@ -1,0 +1,153 @@
+//! Bad invocations of the `oka` binary, each with the exact message a user reads:
+//! the thing, the place and what to do, in the user's words. None shows an OS
+//! error dump, a Rust type or Debug formatting.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{OKA, free_port, tmp_file};
+
+const SPEC: &str = "version: 1\nentities:\n  Txn: {keys: {user_id: string}, timestamp: ts, fields: {amount: float}}\nfeatures:\n  transactions: {kind: pipeline, entity: Txn}\n  stats:\n    kind: on_demand\n    aggregate:\n      over: {feature: transactions, query: last_n, n: 10}\n      outputs: {n: count}\n";
+
+/// What no message may contain.
+const FORBIDDEN: [&str; 9] = [
+    "Os {", "kind:", "Custom {", "Some(", "None", "::", "Error(", "f64", "usize",
+];
+
+#[test]
+fn bad_invocations_have_human_messages() {
+    let spec = tmp_file("invocations.yaml", SPEC);
+    let spec = spec.to_str().unwrap();
+    let data = tmp_file("invocations.jsonl", "{\"user_id\":\"u\",\"amount\":1.0}\n");
+    let data = data.to_str().unwrap();
+    let closed = format!("redis://127.0.0.1:{}", free_port());
+    let ingest = |extra: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = [
+            "ingest",
+            "--spec",
+            spec,
+            "--feature",
+            "transactions",
+            "--file",
+            data,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        a.extend(extra.iter().map(|s| (*s).to_owned()));
+        a
+    };
+    let owned = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<String>>();
+    // (arguments, the exact last line of stderr)
+    let cases: Vec<(Vec<String>, String)> = vec![
+        (
+            ingest(&[]),
+            "error: `oka ingest` needs a store to write into: give --store (or OKA_STORE), e.g. --store redis://127.0.0.1:6379 (or --store memory:// for a dry run that checks the records and keeps nothing)".into(),
+        ),
+        (
+            ingest(&["--store", "redis://127.0.0.1:6379?layuot=x"]),
+            "error: the store URL `redis://127.0.0.1:6379?layuot=x`: unknown option `layuot`: redis:// takes no options (`sentinelServiceName` makes it a sentinel URL)".into(),
+        ),
+        (
+            ingest(&["--store", "redis-cluster://127.0.0.1:6379?nod=127.0.0.1:6380"]),
+            "error: the store URL `redis-cluster://127.0.0.1:6379?nod=127.0.0.1:6380`: unknown option `nod`: redis-cluster:// takes only `node` (another cluster node, host:port) (did you mean `node`?)".into(),
+        ),
+        (
+            ingest(&["--store", "scylla://127.0.0.1:9042/ks?consistency=one"]),
+            "error: the store URL `scylla://127.0.0.1:9042/ks?consistency=one`: CQL store URLs take no options (`?…`): give them as flags (--store-read-consistency, --store-write-consistency, --store-local-dc, --store-replication, …)".into(),
+        ),
+        (
+            ingest(&["--store", "memory://somewhere"]),
+            "error: the store URL `memory://somewhere`: memory:// takes no host, path or options".into(),
+        ),
+        (
+            ingest(&["--store", "bogus://x"]),
+            "error: unsupported store URL scheme `bogus://` (this build supports memory://, redis[s]://, redis[s]-cluster://, redis[s]-sentinel://, scylla://, cassandra://)".into(),
+        ),
+        (
+            ingest(&["--store", &format!("redis://:hunter2@{}", &closed["redis://".len()..])]),
+            format!("error: cannot open the store at redis://:***@{}: the connection was refused: nothing listens at that host and port. Check that Redis is running there and reachable from this machine.", &closed["redis://".len()..]),
+        ),
+        (
+            ingest(&["--store", "redis://no-such-host.invalid:6379"]),
+            "error: cannot open the store at redis://no-such-host.invalid:6379: the host name does not resolve. Check that Redis is running there and reachable from this machine.".into(),
+        ),
+        (
+            owned(&["ingest", "--spec", spec, "--feature", "transaction", "--file", data, "--store", "memory://"]),
+            format!("error: unknown feature `transaction` in {spec} (did you mean `transactions`?)"),
+        ),
+        (
+            owned(&["ingest", "--spec", spec, "--feature", "stats", "--file", data, "--store", "memory://"]),
+            "error: `stats` is an on-demand feature; only pipeline features are ingested".into(),
+        ),
+        (
+            owned(&["ingest", "--spec", spec, "--feature", "transactions", "--file", "no-such.jsonl", "--store", "memory://"]),
+            "error: reading no-such.jsonl: no such file or directory".into(),
+        ),
+        (
+            owned(&["ingest", "--spec", spec, "--feature", "transactions", "--file", "-", "--store", "memory://"]),
+            "error: reading standard input needs --format jsonl or --format csv".into(),
+        ),
+        (
+            owned(&["ingest", "--spec", spec, "--feature", "transactions", "--file", "data.txt", "--store", "memory://"]),
+            "error: data.txt: unknown file type (expected .jsonl, .ndjson, .json or .csv; or pass --format)".into(),
+        ),
+        (
+            owned(&["validate", "--spec", "no-such.yaml"]),
+            "error: reading the spec no-such.yaml: no such file or directory".into(),
+        ),
+        (
+            owned(&["serve", "--spec", "no-such.yaml"]),
+            "error: reading the spec no-such.yaml: no such file or directory".into(),
+        ),
+        (
+            owned(&["schema", "--store", "redis://127.0.0.1:6379"]),
+            "error: invalid CQL store scheme `redis`: expected scylla:// or cassandra://".into(),
+        ),
+    ];
+    assert!(cases.len() >= 15);
+    for (args, want) in &cases {
+        let out = Command::new(OKA)
+            .args(args)
+            .env_remove("OKA_STORE")
+            .env("OKA_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "oka {args:?} should fail");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().last().unwrap_or_default();
+        assert_eq!(last, want, "oka {args:?}\n{stderr}");
+        for bad in FORBIDDEN {
+            assert!(
+                !stderr.contains(bad),
+                "oka {args:?} shows `{bad}`:\n{stderr}"
+            );
+        }
+    }
+}
+
+/// `oka serve` without `--store` serves from memory: it says so at start (WARN)
+/// and in `/readyz`.
+#[test]
+fn serve_without_a_store_says_its_data_is_in_memory() {
+    let log = tmp_file("memory-serve.log", "");
+    let common::Oka {
+        server: _server,
+        admin,
+        ..
+    } = common::start_oka(&["--demo", "--workers", "1"], Some(&log));
+    let (status, body) = common::http(admin, "GET", "/readyz", "").unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        r#"{"ready":true,"note":"the store is memory:// (in this process): data written to it is lost when the server exits; give --store for a shared one"}"#
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("WARN") && logged.contains("no --store given: serving from memory:// inside this process; what is ingested is lost when it exits"),
+        "{logged}"
+    );
+}
