@@ -2,19 +2,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const OKA: &str = env!("CARGO_BIN_EXE_oka");
+mod common;
 
-fn tmp_file(name: &str, contents: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("oka-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    std::fs::write(&p, contents).unwrap();
-    p
-}
+use common::{OKA, Oka, Server, free_port, http, service_url, start_oka, tmp_file};
 
 #[test]
 fn demo_spec_validates() {
@@ -57,84 +51,6 @@ fn invalid_spec_fails_with_paths() {
         ),
         "{stderr}"
     );
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nhost: t\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .ok()?;
-    let mut out = String::new();
-    s.read_to_string(&mut out).ok()?;
-    let status = out.get(9..12)?.parse().ok()?;
-    Some((status, out.split_once("\r\n\r\n")?.1.to_owned()))
-}
-
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// A running `oka serve`, ready, and its addresses.
-struct Oka {
-    server: Server,
-    addr: SocketAddr,
-    admin: SocketAddr,
-}
-
-/// Starts `oka serve ARGS` on free loopback ports, its log in `log` (or nowhere),
-/// and waits until `/readyz` answers 200.
-fn start_oka(args: &[&str], log: Option<&std::path::Path>) -> Oka {
-    let (port, admin_port) = (free_port(), free_port());
-    let mut cmd = Command::new(OKA);
-    cmd.arg("serve")
-        .args(args)
-        .args([
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--admin-listen",
-            &format!("127.0.0.1:{admin_port}"),
-        ])
-        .stdout(Stdio::null());
-    match log {
-        Some(path) => cmd
-            .env("OKA_LOG", "oka_redis=debug,info")
-            .stderr(std::fs::File::create(path).unwrap()),
-        None => cmd.stderr(Stdio::null()),
-    };
-    let mut server = Server(cmd.spawn().unwrap());
-    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while http(admin, "GET", "/readyz", "").map(|(s, _)| s) != Some(200) {
-        assert!(Instant::now() < deadline, "server did not become ready");
-        assert!(
-            server.0.try_wait().unwrap().is_none(),
-            "server exited early"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Oka {
-        server,
-        addr,
-        admin,
-    }
 }
 
 #[test]
@@ -289,21 +205,6 @@ fn ingest_then_serve(store: &str, store_args: &[&str], ingest_args: &[&str]) {
     assert_eq!(v["results"]["simple_feature"][0][0]["value"], 19998.0);
     assert_eq!(v["results"]["simple_feature"][1][0]["value"], 42.0);
     assert_eq!(v["statuses"]["simple_feature"][2], "missing");
-}
-
-/// A service URL from `var`, or `None` (skip) unless `require` is set to 1.
-fn service_url(var: &str, require: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var(require).as_deref() != Ok("1"),
-                "{require}=1 but {var} is not set"
-            );
-            eprintln!("{var} not set: skipping");
-            None
-        }
-    }
 }
 
 /// The seed workload on Redis. Needs `OKA_TEST_REDIS_URL` (set by `.ci/run`).
