@@ -34,7 +34,7 @@ pub enum FormatArg {
 
 /// Options of `oka ingest`.
 #[derive(Debug, clap::Args)]
-#[command(after_help = crate::serve_args::LOGGING_HELP)]
+#[command(after_help = crate::help::LOGGING)]
 pub struct IngestArgs {
     /// The feature spec (YAML).
     #[arg(long, env = "OKA_SPEC")]

@@ -13,6 +13,7 @@
 //! - [`ingest`]: `oka ingest`; `load`: the spec and API keys, at start and on reload.
 //! - `demo.yaml`: the spec served by `oka serve --demo`.
 
+mod help;
 pub mod ingest;
 pub mod init;
 mod load;
@@ -48,7 +49,7 @@ pub const DEMO_SPEC: &str = include_str!("demo.yaml");
     name = "oka",
     version,
     about = "Oka: an on-demand feature server (reads pipeline features from a store, runs UDFs at request time)",
-    after_help = serve_args::LOGGING_HELP
+    after_help = help::LOGGING
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -14,9 +14,6 @@ use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
 
 use crate::{ingest, stores};
 
-/// The logging part of the help of `oka` and `oka serve`.
-pub const LOGGING_HELP: &str = "Logging: OKA_LOG sets what is logged, as a tracing filter (default `info,scylla=warn`; e.g. OKA_LOG=debug, or OKA_LOG=oka_redis=debug,info); logs go to standard error, as text or JSON (--log-format).";
-
 /// `--runtime`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum RuntimeArg {
@@ -33,7 +30,7 @@ pub enum LogFormat {
 
 /// `oka serve`'s flags, grouped in its help by heading.
 #[derive(Debug, Args)]
-#[command(after_help = LOGGING_HELP)]
+#[command(after_help = crate::help::LOGGING)]
 pub struct ServeArgs {
     /// The feature spec (YAML).
     #[arg(

@@ -86,7 +86,7 @@ fn compile_one(
     let program = env.compile(source).map_err(|e| {
         vec![problem(format!(
             "does not compile: {}",
-            one_line(&e.to_string())
+            super::explain::syntax(&e.to_string(), source)
         ))]
     })?;
     let mut refs = Vec::new();
@@ -114,9 +114,24 @@ fn compile_one(
     if !problems.is_empty() {
         return Err(problems);
     }
-    dry_run(env, &program, bindings, &output.columns[col].ty)
-        .map_err(|e| vec![problem(e.to_string())])?;
+    dry_run(env, &program, bindings, &output.columns[col].ty).map_err(|e| {
+        vec![problem(match e {
+            CelError::TypeMismatch(detail) => {
+                format!("type mismatch in `{}`: {detail}", short(source))
+            }
+            other => other.to_string(),
+        })]
+    })?;
     Ok((col, program))
+}
+
+/// An expression on one line, cut to about 60 characters, for messages.
+fn short(source: &str) -> String {
+    let line = one_line(source);
+    match line.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &line[..i]),
+        None => line,
+    }
 }
 
 /// What the expressions read of each binding, so that only that is bound: per

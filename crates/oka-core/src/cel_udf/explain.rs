@@ -7,6 +7,15 @@ use cel::ExecutionError;
 /// `e` as one line a spec author can act on.
 pub(super) fn explain(e: &ExecutionError) -> String {
     match e {
+        ExecutionError::NoSuchOverload(o) if o.function() == "_._" => {
+            let t = o.argument_types().first().map_or("value", String::as_str);
+            let article = if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
+                "an"
+            } else {
+                "a"
+            };
+            format!("cannot read a field of {article} {t}")
+        }
         ExecutionError::NoSuchOverload(o) => {
             let types = o.argument_types().join(", ");
             let f = operator(o.function());
@@ -76,7 +85,7 @@ fn operator(name: &str) -> &str {
         "mul" | "_*_" => "*",
         "div" | "_/_" => "/",
         "rem" | "_%_" => "%",
-        "negate" | "-_" => "unary -",
+        "negate" | "-_" => "- (negation)",
         "!_" => "!",
         "_==_" => "==",
         "_!=_" => "!=",
@@ -87,6 +96,7 @@ fn operator(name: &str) -> &str {
         "_&&_" => "&&",
         "_||_" => "||",
         "_[_]" => "[] (indexing)",
+        "_._" => ". (field access)",
         "@in" => "in",
         "_?_:_" => "?:",
         other => other,
@@ -129,4 +139,67 @@ pub(super) fn type_of(v: &cel::Value) -> &'static str {
 /// `s` with its whitespace runs (line breaks included) as single spaces.
 pub(super) fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The parser's report on `source` (ANTLR's wording, every error with the whole
+/// source and a caret line) as one sentence: what is wrong, in words, and where.
+pub(super) fn syntax(report: &str, source: &str) -> String {
+    let Some(first) = report
+        .split("ERROR: ")
+        .map(str::trim)
+        .find(|e| !e.is_empty())
+    else {
+        return one_line(report);
+    };
+    // `<input>:LINE:COLUMN: Syntax error: MESSAGE | source | ...^`
+    let mut parts = first.splitn(4, ':');
+    let (_, line, column, rest) = (parts.next(), parts.next(), parts.next(), parts.next());
+    let message = rest
+        .unwrap_or(first)
+        .split(" | ")
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .trim_start_matches("Syntax error:")
+        .trim();
+    let quoted = |after: &str| -> Option<String> {
+        let rest = message.strip_prefix(after)?;
+        let rest = rest.strip_prefix('\'')?;
+        Some(rest[..rest.find('\'').unwrap_or(rest.len())].to_owned())
+    };
+    let what = if let Some(t) = quoted("mismatched input ") {
+        if t == "<EOF>" {
+            "the expression ends where a value is expected".to_owned()
+        } else {
+            format!("unexpected `{t}`")
+        }
+    } else if let Some(t) = quoted("extraneous input ") {
+        if message.ends_with("expecting <EOF>") {
+            format!("unexpected `{t}` after a complete expression")
+        } else {
+            format!("unexpected `{t}`")
+        }
+    } else if let Some(t) = quoted("token recognition error at: ") {
+        if t.starts_with(['"', '\'']) {
+            "a string that is never closed".to_owned()
+        } else {
+            format!("`{t}` is not part of CEL")
+        }
+    } else if let Some(t) = quoted("missing ") {
+        format!("a `{t}` is missing")
+    } else if let Some(t) = quoted("no viable alternative at input ") {
+        format!("cannot read `{t}`")
+    } else {
+        one_line(message).replace('\'', "`")
+    };
+    let at = match (line.map(str::trim), column.map(str::trim)) {
+        (Some("1"), Some(c)) => format!("column {c}"),
+        (Some(l), Some(c)) => format!("line {l}, column {c}"),
+        _ => String::new(),
+    };
+    if at.is_empty() {
+        format!("{what} in `{}`", one_line(source))
+    } else {
+        format!("{what}, at {at} of `{}`", one_line(source))
+    }
 }

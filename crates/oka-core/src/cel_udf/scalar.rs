@@ -9,7 +9,6 @@ use crate::value::Value;
 
 use super::compile::free_references;
 use super::convert::from_cel;
-use super::explain::one_line;
 use super::{CelError, NOW};
 
 /// Names CEL reserves; they cannot name features or arguments.
@@ -49,7 +48,7 @@ pub fn is_reserved(name: &str) -> bool {
 pub fn compile_scalar(env: &Arc<Env>, source: &str, names: &[&str]) -> Result<Program, CelError> {
     let program = env
         .compile(source)
-        .map_err(|e| CelError::Compile(one_line(&e.to_string())))?;
+        .map_err(|e| CelError::Compile(super::explain::syntax(&e.to_string(), source)))?;
     let mut refs = Vec::new();
     free_references(program.expression(), &mut Vec::new(), &mut refs);
     let known: HashSet<&str> = names.iter().copied().collect();

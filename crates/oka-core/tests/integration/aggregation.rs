@@ -302,19 +302,19 @@ fn cel_function_errors() {
     let load = |e: &str| cel(e, "float", &[]).unwrap_err();
     assert_eq!(
         load("math.sum([1, 2.0])"),
-        "agg.yaml: features.probe.udf.expr.v: type mismatch: math.sum: the list mixes int and float values; convert them with double() first"
+        "agg.yaml: features.probe.udf.expr.v: type mismatch in `math.sum([1, 2.0])`: math.sum: the list mixes int and float values; convert them with double() first"
     );
     assert_eq!(
         load("math.mean(['a'])"),
-        "agg.yaml: features.probe.udf.expr.v: type mismatch: math.mean: takes a list of int or float; element 0 is string"
+        "agg.yaml: features.probe.udf.expr.v: type mismatch in `math.mean(['a'])`: math.mean: takes a list of int or float; element 0 is string"
     );
     assert_eq!(
         load("math.percentile(txn.map(r, r.amount), 1.5)"),
-        "agg.yaml: features.probe.udf.expr.v: type mismatch: math.percentile: p must be between 0 and 1 (0.9 for the 90th percentile), got 1.5"
+        "agg.yaml: features.probe.udf.expr.v: type mismatch in `math.percentile(txn.map(r, r.amount), 1.5)`: math.percentile: p must be between 0 and 1 (0.9 for the 90th percentile), got 1.5"
     );
     assert_eq!(
         load("math.ewma([1.0], [now], duration('0s'), now)"),
-        "agg.yaml: features.probe.udf.expr.v: type mismatch: math.ewma: the half-life must be a positive duration"
+        "agg.yaml: features.probe.udf.expr.v: type mismatch in `math.ewma([1.0], [now], duration('0s'), now)`: math.ewma: the half-life must be a positive duration"
     );
     // At request time, for the key: the data's own problems.
     assert_eq!(

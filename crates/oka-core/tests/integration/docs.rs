@@ -23,7 +23,7 @@ pub fn blocks<'d>(doc: &'d str, lang: &str) -> Vec<&'d str> {
 fn every_whole_spec_in_the_reference_loads() {
     let specs: Vec<&str> = blocks(DOC, "yaml")
         .into_iter()
-        .filter(|b| b.lines().any(|l| l == "version: 1"))
+        .filter(|b| b.lines().any(|l| l == "version: 1") && !b.starts_with("# bad"))
         .collect();
     for (i, spec) in specs.iter().enumerate() {
         if let Err(e) = Registry::from_yaml(
@@ -64,4 +64,25 @@ fn every_whole_spec_in_the_reference_loads() {
             "decayed: float"
         ]
     );
+}
+
+/// The bad spec of "`oka validate`: bad specs" gives the messages printed under it.
+#[test]
+fn the_bad_spec_example_prints_what_the_reference_shows() {
+    let section = &DOC[DOC.find("### `oka validate`: bad specs").unwrap()..];
+    let spec = blocks(section, "yaml")
+        .into_iter()
+        .find(|b| b.starts_with("# bad.yaml"))
+        .expect("the bad spec");
+    let shown: Vec<&str> = blocks(section, "console")[0]
+        .lines()
+        .skip_while(|l| !l.starts_with("$ oka validate --spec bad.yaml"))
+        .skip(1)
+        .take_while(|l| !l.starts_with('$'))
+        .collect();
+    let got = match Registry::from_yaml("bad.yaml", spec, &NativeUdfs::new()) {
+        Ok(_) => panic!("the bad spec loads"),
+        Err(e) => e.to_string(),
+    };
+    assert_eq!(got.lines().collect::<Vec<_>>(), shown);
 }

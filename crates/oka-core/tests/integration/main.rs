@@ -6,6 +6,7 @@ mod docs;
 mod execution;
 mod planning;
 mod spec_errors;
+mod spec_messages;
 
 use oka_core::{NativeUdfs, Registry};
 
