@@ -187,7 +187,7 @@ async fn reload_swaps_valid_specs_and_keeps_serving_on_invalid_ones() {
         body["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("has no field `valu`"),
+            .contains("have no field `valu` (did you mean `value`?)"),
         "{body}"
     );
     let (_, resp) = send(&f.app, post("/v1/features", SEED)).await;
