@@ -92,6 +92,8 @@ pub enum Takes {
     Ordered,
     /// Anything.
     Any,
+    /// Timestamps (the times of `ewma`).
+    Timestamps,
 }
 
 impl Takes {
@@ -101,6 +103,7 @@ impl Takes {
             Self::Numbers => "int or float",
             Self::Ordered => "int, float or timestamp",
             Self::Any => "any type",
+            Self::Timestamps => "timestamp",
         }
     }
 }
@@ -232,18 +235,21 @@ impl Acc {
     pub fn push(&mut self, v: &Value, at: Timestamp) -> Result<(), StatError> {
         let index = self.index;
         self.index += 1;
-        let kind = match v {
-            Value::Null => return Ok(()),
-            Value::Int(_) => Kind::Int,
-            Value::Float(_) => Kind::Float,
-            Value::Timestamp(_) => Kind::Timestamp,
-            _ => Kind::Int, // checked below for the stats that take any value
-        };
+        if v.is_null() {
+            return Ok(());
+        }
         let takes = self.stat.takes();
-        let admitted = match takes {
-            Takes::Any => true,
-            Takes::Ordered => matches!(v, Value::Int(_) | Value::Float(_) | Value::Timestamp(_)),
-            Takes::Numbers => matches!(v, Value::Int(_) | Value::Float(_)),
+        let kind = match v {
+            Value::Int(_) => Some(Kind::Int),
+            Value::Float(_) => Some(Kind::Float),
+            Value::Timestamp(_) => Some(Kind::Timestamp),
+            _ => None,
+        };
+        let admitted = match (takes, kind) {
+            (Takes::Any, _) => true,
+            (Takes::Ordered, Some(_)) => true,
+            (Takes::Numbers, Some(k)) => k != Kind::Timestamp,
+            _ => false,
         };
         if !admitted {
             return Err(StatError::Type {
@@ -252,7 +258,7 @@ impl Acc {
                 got: type_name(v),
             });
         }
-        if takes != Takes::Any {
+        if let (false, Some(kind)) = (takes == Takes::Any, kind) {
             match self.kind {
                 Some(k) if k != kind => return Err(StatError::Mixed),
                 _ => self.kind = Some(kind),

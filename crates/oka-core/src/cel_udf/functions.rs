@@ -145,9 +145,9 @@ fn ewma<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionEr
             // A value without its time is skipped, as a null value is.
             Ok(Value::Null) => continue,
             Ok(other) => {
-                return Err(unexpected(F, Takes::Ordered, index, type_name(&other)));
+                return Err(unexpected(F, Takes::Timestamps, index, type_name(&other)));
             }
-            Err(got) => return Err(unexpected(F, Takes::Ordered, index, got)),
+            Err(got) => return Err(unexpected(F, Takes::Timestamps, index, got)),
         };
         acc.push(&v, at).map_err(|e| failure(F, e))?;
     }
