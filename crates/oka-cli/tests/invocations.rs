@@ -151,3 +151,29 @@ fn serve_without_a_store_says_its_data_is_in_memory() {
         "{logged}"
     );
 }
+
+/// `oka validate` rejects a misspelt field inside a lambda, naming the feature,
+/// the field path and the likely field.
+#[test]
+fn validate_rejects_a_typo_inside_a_lambda() {
+    let spec = tmp_file(
+        "lambda.yaml",
+        &SPEC.replace(
+            "  stats:",
+            "  mean_1h:\n    kind: on_demand\n    dependencies: [{feature: transactions, query: range, lookback_s: 3600}]\n    output: {fields: {mean: float}}\n    udf: {expr: {mean: \"math.mean(transactions.filter(t, t.amount > 0.0).map(t, t.amout))\"}}\n  stats:",
+        ),
+    );
+    let out = Command::new(OKA)
+        .args(["validate", "--spec"])
+        .arg(&spec)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr).trim_end(),
+        format!(
+            "{}: features.mean_1h.udf.expr.mean: `t.amout`: records of `transactions` (entity `Txn`) have no field `amout` (did you mean `amount`?)",
+            spec.display()
+        )
+    );
+}
