@@ -11,11 +11,8 @@ const FORBIDDEN: [&str; 14] = [
     "Box<", "@result", "_+_",
 ];
 
-/// (name, spec, the exact message)
-const CASES: &[(&str, &str, &str)] = &[
-    (
-        "aggregate_output_value_shape",
-        r##"version: 1
+/// The spec most cases add to: an entity and a pipeline feature.
+const BASE: &str = r##"version: 1
 entities:
   Txn:
     keys: {user_id: string}
@@ -25,7 +22,14 @@ features:
   txn:
     kind: pipeline
     entity: Txn
-  a:
+"##;
+
+/// (name, the spec, the exact message). A spec starting with `+` is BASE followed
+/// by the rest.
+const CASES: &[(&str, &str, &str)] = &[
+    (
+        "aggregate_output_value_shape",
+        r##"+  a:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 3}
@@ -35,17 +39,7 @@ features:
     ),
     (
         "aggregate_problems",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  a:
+        r##"+  a:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: range, lookback_s: 60}
@@ -72,17 +66,7 @@ spec.yaml: features.a.aggregate.outputs.none: give exactly one aggregation (coun
     ),
     (
         "aggregate_shape",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  a:
+        r##"+  a:
     kind: on_demand
     aggregate:
       over: txn
@@ -101,17 +85,7 @@ spec.yaml: features.b.udf: an aggregate feature has no `udf`: it reads `aggregat
     ),
     (
         "aggregate_sum_typo",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  a:
+        r##"+  a:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 3}
@@ -121,17 +95,7 @@ features:
     ),
     (
         "arg_bare_number",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -142,17 +106,7 @@ features:
     ),
     (
         "arg_default_and_clash",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -205,17 +159,7 @@ spec.yaml: features.math: feature name `math` is reserved"##,
     ),
     (
         "cel_agg_types",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 5}]
     output: {fields: {a: float, b: float, c: float, d: float}}
@@ -228,17 +172,7 @@ spec.yaml: features.f.udf.expr.d: type mismatch in `math.ewma(txn.map(r, r.amoun
     ),
     (
         "cel_comparison_and_index",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [{feature: txn, query: last_n, n: 5}]
@@ -250,17 +184,7 @@ spec.yaml: features.f.udf.expr.label: type mismatch in `-txn[0].label`: `- (nega
     ),
     (
         "cel_compile",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -272,17 +196,7 @@ spec.yaml: features.f.udf.expr: no expression for output field `label`"##,
     ),
     (
         "cel_fields_coverage",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -294,17 +208,7 @@ spec.yaml: features.f.udf.expr: no expression for output field `label`"##,
     ),
     (
         "cel_int_times_float",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -316,17 +220,7 @@ spec.yaml: features.f.udf.expr.label: type mismatch in `txn.label * 2`: `*` is n
     ),
     (
         "cel_lambda_typo",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: range, lookback_s: 3600}]
     output: {fields: {m: float, any_big: bool}}
@@ -337,17 +231,7 @@ spec.yaml: features.f.udf.expr.any_big: `r.amont`: records of `txn` (entity `Txn
     ),
     (
         "cel_result_type",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -359,17 +243,7 @@ spec.yaml: features.f.udf.expr: no expression for output field `label`"##,
     ),
     (
         "cel_unknown_field",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -381,17 +255,7 @@ spec.yaml: features.f.udf.expr: no expression for output field `label`"##,
     ),
     (
         "cel_unknown_name",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -404,17 +268,7 @@ spec.yaml: features.f.udf.expr: no expression for output field `label`"##,
     ),
     (
         "cycle",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  a:
+        r##"+  a:
     kind: on_demand
     entity: Txn
     dependencies: [b]
@@ -429,17 +283,7 @@ features:
     ),
     (
         "dep_object_typo",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [{feature: txn, qurey: range}]
@@ -449,17 +293,7 @@ features:
     ),
     (
         "dep_options",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  a:
+        r##"+  a:
     kind: on_demand
     entity: Txn
     dependencies: [{feature: txn, query: range, n: 3, lookback_s: 0}]
@@ -476,17 +310,7 @@ spec.yaml: features.b.dependencies[0]: `last_n` applies only to pipeline feature
     ),
     (
         "dep_wrong_shape",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [3]
@@ -496,17 +320,7 @@ features:
     ),
     (
         "deps_not_list",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: {txn: 1}
@@ -516,17 +330,7 @@ features:
     ),
     (
         "entity_problems",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  p2:
+        r##"+  p2:
     kind: pipeline
     entity: E2
 entities_extra: 1
@@ -535,49 +339,19 @@ entities_extra: 1
     ),
     (
         "history_negative",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-    history: -3
+        r##"+    history: -3
 "##,
         r##"spec.yaml: features.txn.history: invalid type: integer `-3`, expected a whole number (0 or more) at line 11 column 14"##,
     ),
     (
         "history_text",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-    history: lots
+        r##"+    history: lots
 "##,
         r##"spec.yaml: features.txn.history: invalid type: string "lots", expected a whole number (0 or more) at line 11 column 14"##,
     ),
     (
         "mock_source",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-    source:
+        r##"+    source:
       mock:
         items: [{ts: 1, colour: red}, {user_id: a, amount: "x"}]
 "##,
@@ -601,17 +375,7 @@ spec.yaml: entities.B: field `ts` is declared twice"##,
     ),
     (
         "output_and_entity",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  a:
+        r##"+  a:
     kind: on_demand
     entity: Txn
     output: {fields: {x: float}}
@@ -627,17 +391,7 @@ spec.yaml: features.b: an on-demand feature needs an output: `entity: NAME`, `ou
     ),
     (
         "output_problems",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  a:
+        r##"+  a:
     kind: on_demand
     output: {fields: {x: float}}
     udf: {expr: {x: "1.0"}}
@@ -659,49 +413,19 @@ spec.yaml: features.c.output.fields: declare at least one output field"##,
     ),
     (
         "pipeline_with_udf",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-    udf: {expr: {amount: "1.0"}}
+        r##"+    udf: {expr: {amount: "1.0"}}
 "##,
         r##"spec.yaml: features.txn.udf: a pipeline feature has no `udf`"##,
     ),
     (
         "ttl_text",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-    ttl_s: soon
+        r##"+    ttl_s: soon
 "##,
         r##"spec.yaml: features.txn.ttl_s: invalid type: string "soon", expected a number at line 11 column 12"##,
     ),
     (
         "udf_missing_both_native",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  a:
+        r##"+  a:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -722,17 +446,7 @@ spec.yaml: features.c.udf.native: no native udf `my_udf` is registered in this b
     ),
     (
         "unknown_dependency",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  f:
+        r##"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [tx]
@@ -742,17 +456,7 @@ features:
     ),
     (
         "unknown_entity",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-  p2:
+        r##"+  p2:
     kind: pipeline
     entity: Tx
 "##,
@@ -760,17 +464,7 @@ features:
     ),
     (
         "unknown_field",
-        r##"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, n: int, label: string}
-features:
-  txn:
-    kind: pipeline
-    entity: Txn
-    colour: red
+        r##"+    colour: red
 "##,
         r##"spec.yaml: features.txn: unknown field `colour`, expected one of `kind`, `entity`, `output`, `aggregate`, `description`, `dependencies`, `args`, `udf`, `history`, `ttl_s`, `source` at line 11 column 5"##,
     ),
@@ -855,7 +549,11 @@ features:
 fn every_bad_spec_has_its_exact_human_message() {
     assert!(CASES.len() >= 25, "{} cases", CASES.len());
     for (name, spec, want) in CASES {
-        let got = match Registry::from_yaml("spec.yaml", spec, &NativeUdfs::new()) {
+        let spec = match spec.strip_prefix('+') {
+            Some(rest) => format!("{BASE}{rest}"),
+            None => (*spec).to_owned(),
+        };
+        let got = match Registry::from_yaml("spec.yaml", &spec, &NativeUdfs::new()) {
             Ok(_) => panic!("{name}: the spec should be rejected"),
             Err(e) => e.to_string(),
         };
