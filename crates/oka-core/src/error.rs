@@ -5,6 +5,14 @@ use std::fmt;
 /// ` (did you mean `x`?)` for the candidate closest to `name` when one is close
 /// (an edit or two away, or a different case), else nothing.
 pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    closest(name, candidates)
+        .map(|c| format!(" (did you mean `{c}`?)"))
+        .unwrap_or_default()
+}
+
+/// The candidate closest to `name`, when one is close (an edit or two away, or a
+/// different case).
+pub fn closest<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
     let limit = match name.chars().count() {
         0..=3 => 1,
         4..=8 => 2,
@@ -15,8 +23,7 @@ pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str
         .map(|c| (edit_distance(&name.to_lowercase(), &c.to_lowercase()), c))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| format!(" (did you mean `{c}`?)"))
-        .unwrap_or_default()
+        .map(|(_, c)| c)
 }
 
 /// Levenshtein distance, with a swap of neighbours counted as one edit.

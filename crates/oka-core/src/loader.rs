@@ -491,19 +491,21 @@ impl Loader {
                 return None;
             }
             Some(u) => match (&u.expr, &u.native) {
-                (Some(exprs), None) => match CelUdf::compile(cel_env, entity, exprs, bindings) {
-                    Ok(c) => UdfImpl::Cel(Arc::new(c)),
-                    Err(problems) => {
-                        for p in problems {
-                            let p_path = match &p.field {
-                                Some(field) => format!("{path}.udf.expr.{field}"),
-                                None => format!("{path}.udf.expr"),
-                            };
-                            self.err(p_path, p.message);
+                (Some(exprs), None) => {
+                    match CelUdf::compile(cel_env, entity, f.entity.is_none(), exprs, bindings) {
+                        Ok(c) => UdfImpl::Cel(Arc::new(c)),
+                        Err(problems) => {
+                            for p in problems {
+                                let p_path = match &p.field {
+                                    Some(field) => format!("{path}.udf.expr.{field}"),
+                                    None => format!("{path}.udf.expr"),
+                                };
+                                self.err(p_path, p.message);
+                            }
+                            return None;
                         }
-                        return None;
                     }
-                },
+                }
                 (None, Some(n)) => {
                     match natives.get(n) {
                         Some(udf) => UdfImpl::Native {

@@ -8,6 +8,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{SpecError, SpecErrors};
 use crate::value::FieldType;
+use de::{Either, NameOr, unique, unique_opt};
+
+mod de;
 
 /// The spec's only supported version.
 pub const SPEC_VERSION: u32 = 1;
@@ -22,10 +25,10 @@ pub struct Spec {
     /// Must be `1`.
     pub version: u32,
     /// Entity schemas by name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique")]
     pub entities: IndexMap<String, EntitySpec>,
     /// Features by name.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique")]
     pub features: IndexMap<String, FeatureSpec>,
 }
 
@@ -34,15 +37,34 @@ impl Spec {
     /// of the offending item, prefixed by `origin` (usually the file path).
     pub fn from_yaml(origin: &str, yaml: &str) -> Result<Self, SpecErrors> {
         // serde_yaml_ng's messages carry the item's path and its line and column.
-        serde_yaml_ng::from_str(yaml)
-            .map_err(|e| SpecErrors::one(SpecError::new(origin, "", in_spec_words(&e.to_string()))))
+        serde_yaml_ng::from_str(yaml).map_err(|e| {
+            let message = e.to_string();
+            // The same error from any YAML document: the text is not YAML at all.
+            let not_yaml = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(yaml)
+                .is_err_and(|v| v.to_string() == message);
+            let message = if not_yaml {
+                let tab = e
+                    .location()
+                    .is_some_and(|l| yaml.get(l.index()..).is_some_and(|r| r.starts_with('\t')));
+                let hint = if tab {
+                    " (a tab: YAML indents with spaces)"
+                } else {
+                    ""
+                };
+                format!("not valid YAML: {message}{hint}")
+            } else {
+                in_spec_words(&message)
+            };
+            SpecErrors::one(SpecError::new(origin, "", message))
+        })
     }
 }
 
 /// A YAML parser message with Rust's names for what was expected replaced by the
-/// spec's (`a number`, not `f64`).
+/// spec's (`a number`, not `f64`), and the closest name suggested for an unknown
+/// field or variant.
 fn in_spec_words(message: &str) -> String {
-    const WORDS: [(&str, &str); 9] = [
+    const WORDS: [(&str, &str); 13] = [
         ("expected f64", "expected a number"),
         ("expected f32", "expected a number"),
         ("expected usize", "expected a whole number (0 or more)"),
@@ -55,12 +77,56 @@ fn in_spec_words(message: &str) -> String {
             "expected a mapping such as `{name: value}`",
         ),
         ("expected a boolean", "expected `true` or `false`"),
+        ("invalid type: sequence", "invalid type: a list"),
+        ("invalid type: map", "invalid type: a mapping"),
+        ("invalid type: unit value", "invalid type: an empty value"),
+        (
+            "missing field `version`",
+            "missing field `version`: a spec starts with `version: 1`",
+        ),
     ];
     let mut out = message.to_owned();
     for (rust, spec) in WORDS {
-        out = out.replace(rust, spec);
+        out = replace_whole(&out, rust, spec);
     }
+    with_suggestion(&out)
+}
+
+/// `text` with each `from` that is not the start of a longer word (`expected a
+/// map`, not `expected a mapping`) replaced by `to`.
+fn replace_whole(text: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(from) {
+        let after = &rest[i + from.len()..];
+        out.push_str(&rest[..i]);
+        if after.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+            out.push_str(from);
+        } else {
+            out.push_str(to);
+        }
+        rest = after;
+    }
+    out.push_str(rest);
     out
+}
+
+/// `unknown field `histroy`, expected one of `kind`, …` with ` (did you mean
+/// `history`?)` after the unknown name when one of the names listed is close.
+fn with_suggestion(message: &str) -> String {
+    let Some(start) = ["unknown field `", "unknown variant `"]
+        .iter()
+        .find_map(|p| message.find(p).map(|i| i + p.len()))
+    else {
+        return message.to_owned();
+    };
+    let Some(len) = message[start..].find('`') else {
+        return message.to_owned();
+    };
+    let (name, rest) = (&message[start..start + len], &message[start + len + 1..]);
+    let listed = rest.split('`').skip(1).step_by(2);
+    let suggestion = crate::error::did_you_mean(name, listed);
+    format!("{}`{suggestion}{rest}", &message[..start + len])
 }
 
 /// An entity: key fields, one timestamp field and typed value fields.
@@ -71,11 +137,12 @@ fn in_spec_words(message: &str) -> String {
 )]
 pub struct EntitySpec {
     /// Key fields and their types (`string` or `int`), in key order.
+    #[serde(deserialize_with = "unique")]
     pub keys: IndexMap<String, FieldType>,
     /// The name of the event-time field.
     pub timestamp: String,
     /// Value fields and their types.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "unique")]
     pub fields: IndexMap<String, FieldType>,
 }
 
@@ -93,7 +160,7 @@ pub enum FeatureKindSpec {
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a feature such as `{kind: pipeline, entity: User}`"
+    expecting = "a feature: a mapping with `kind` (`pipeline` or `on_demand`) and `entity`, `output` or `aggregate`"
 )]
 pub struct FeatureSpec {
     /// `pipeline` or `on_demand`.
@@ -117,7 +184,11 @@ pub struct FeatureSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub dependencies: Vec<DependencySpec>,
     /// On-demand: typed request arguments with optional defaults.
-    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "unique",
+        skip_serializing_if = "IndexMap::is_empty"
+    )]
     pub args: IndexMap<String, ArgSpec>,
     /// On-demand: how the value is computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +213,7 @@ pub struct FeatureSpec {
 )]
 pub struct OutputSpec {
     /// Value fields and their types.
+    #[serde(deserialize_with = "unique")]
     pub fields: IndexMap<String, FieldType>,
 }
 
@@ -155,6 +227,7 @@ pub struct AggregateSpec {
     /// The window: a pipeline feature read with `range` or `last_n`.
     pub over: DependencySpec,
     /// Output field → what it aggregates.
+    #[serde(deserialize_with = "unique")]
     pub outputs: IndexMap<String, AggOutputSpec>,
 }
 
@@ -171,17 +244,16 @@ pub enum AggOutputSpec {
 }
 
 impl<'de> Deserialize<'de> for AggOutputSpec {
+    /// A string is a name; a mapping is parsed strictly as `{STAT: field}`, in
+    /// place, so that a problem inside it names its path and line.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        match serde_yaml_ng::Value::deserialize(d)? {
-            serde_yaml_ng::Value::String(s) => Ok(Self::Name(s)),
-            v @ serde_yaml_ng::Value::Mapping(_) => serde_yaml_ng::from_value(v)
-                .map(|of| Self::Of(Box::new(of)))
-                .map_err(D::Error::custom),
-            _ => Err(D::Error::custom(
-                "an aggregate output is `count` or a mapping such as `{mean: amount}`",
-            )),
-        }
+        d.deserialize_any(NameOr::<AggOfSpec>::new(
+            "`count` or a mapping such as `{mean: amount}`",
+        ))
+        .map(|n| match n {
+            Either::Name(s) => Self::Name(s),
+            Either::Map(of) => Self::Of(Box::new(of)),
+        })
     }
 }
 
@@ -257,16 +329,13 @@ impl<'de> Deserialize<'de> for DependencySpec {
     /// A string is a name; a mapping is parsed strictly as a query dependency, so a
     /// typo there is reported as such (not as "no variant matched").
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        use serde::de::Error;
-        match serde_yaml_ng::Value::deserialize(d)? {
-            serde_yaml_ng::Value::String(s) => Ok(Self::Name(s)),
-            v @ serde_yaml_ng::Value::Mapping(_) => serde_yaml_ng::from_value(v)
-                .map(Self::Query)
-                .map_err(D::Error::custom),
-            _ => Err(D::Error::custom(
-                "a dependency is a feature name or {feature, query, n, lookback_s}",
-            )),
-        }
+        d.deserialize_any(NameOr::<DependencyQuerySpec>::new(
+            "a feature name or a mapping such as `{feature: txn, query: range, lookback_s: 3600}`",
+        ))
+        .map(|n| match n {
+            Either::Name(s) => Self::Name(s),
+            Either::Map(q) => Self::Query(q),
+        })
     }
 }
 
@@ -328,7 +397,11 @@ pub struct ArgSpec {
 )]
 pub struct UdfSpec {
     /// One CEL expression per output field.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "unique_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub expr: Option<IndexMap<String, String>>,
     /// The name of a native function registered in the binary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -375,6 +448,7 @@ pub struct GenerateSpec {
     /// How many records each emission writes.
     pub count: usize,
     /// One CEL expression per column (keys and value fields; not the timestamp).
+    #[serde(deserialize_with = "unique")]
     pub columns: IndexMap<String, String>,
 }
 

@@ -286,10 +286,39 @@ impl Serialize for FieldType {
 
 impl<'de> Deserialize<'de> for FieldType {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Self::parse(&s).ok_or_else(|| {
-            serde::de::Error::custom(format!(
-                "unknown type `{s}` (expected string, int, float, bool, timestamp or list<T>)"
+        // A visitor, so that an unknown name is reported where it is written.
+        d.deserialize_str(FieldTypeVisitor)
+    }
+}
+
+struct FieldTypeVisitor;
+
+impl serde::de::Visitor<'_> for FieldTypeVisitor {
+    type Value = FieldType;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a type: string, int, float, bool, timestamp or list<T>")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<FieldType, E> {
+        FieldType::parse(s).ok_or_else(|| {
+            // The innermost name of `list<list<flaot>>` is the one to correct.
+            let mut name = s.trim();
+            while let Some(inner) = name.strip_prefix("list<").and_then(|n| n.strip_suffix('>')) {
+                name = inner.trim();
+            }
+            let known = ["string", "int", "float", "bool", "timestamp"];
+            let written = s.trim();
+            let suggestion = match (crate::error::closest(name, known), written.rfind(name)) {
+                (Some(c), Some(at)) => format!(
+                    " (did you mean `{}{c}{}`?)",
+                    &written[..at],
+                    &written[at + name.len()..]
+                ),
+                _ => String::new(),
+            };
+            E::custom(format!(
+                "unknown type `{s}`{suggestion}, expected string, int, float, bool, timestamp or list<T>"
             ))
         })
     }

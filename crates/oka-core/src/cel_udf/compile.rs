@@ -19,9 +19,12 @@ use super::{Binding, CelError, CelUdf, ExprProblem, NOW, ReadColumns};
 impl CelUdf {
     /// Compiles and checks `exprs` (output field → expression) for `output`, with
     /// `bindings` visible by name (in the order the inputs and args are bound).
+    /// `in_place`: the output's fields are declared under the feature's `output`
+    /// (not by a named entity), which messages say.
     pub fn compile(
         env: &Arc<Env>,
         output: &Entity,
+        in_place: bool,
         exprs: &indexmap::IndexMap<String, String>,
         bindings: &[(Arc<str>, Binding)],
     ) -> Result<Self, Vec<ExprProblem>> {
@@ -32,8 +35,16 @@ impl CelUdf {
         // (variable, field selected directly on it) for every reference.
         let mut used: Vec<(String, Option<String>)> = Vec::new();
         for (field, source) in exprs {
-            match compile_one(env, output, bindings, field, source, &mut used) {
-                Ok((col, program)) => programs[col] = Some(program),
+            let Some(col) = output.column_index(field) else {
+                problems.push(ExprProblem {
+                    field: Some(field.clone()),
+                    message: not_an_output_field(output, in_place, field),
+                });
+                continue;
+            };
+            let ty = &output.columns[col].ty;
+            match compile_one(env, ty, bindings, field, source, &mut used) {
+                Ok(program) => programs[col] = Some(program),
                 Err(found) => problems.extend(found),
             }
         }
@@ -62,26 +73,20 @@ impl CelUdf {
     }
 }
 
-/// Compiles the expression of output `field` and checks its names and fields
-/// against `bindings` (adding what it reads to `used`), then dry-runs it if those
-/// hold: the column and program, or every problem found.
+/// Compiles the expression of output `field` (of type `ty`) and checks its names
+/// and fields against `bindings` (adding what it reads to `used`), then dry-runs
+/// it if those hold: the program, or every problem found.
 fn compile_one(
     env: &Arc<Env>,
-    output: &Entity,
+    ty: &FieldType,
     bindings: &[(Arc<str>, Binding)],
     field: &str,
     source: &str,
     used: &mut Vec<(String, Option<String>)>,
-) -> Result<(usize, Program), Vec<ExprProblem>> {
+) -> Result<Program, Vec<ExprProblem>> {
     let problem = |message: String| ExprProblem {
         field: Some(field.to_owned()),
         message,
-    };
-    let Some(col) = output.column_index(field) else {
-        return Err(vec![problem(format!(
-            "`{field}` is not a field of entity `{}`",
-            output.name
-        ))]);
     };
     let program = env.compile(source).map_err(|e| {
         vec![problem(format!(
@@ -114,19 +119,36 @@ fn compile_one(
     if !problems.is_empty() {
         return Err(problems);
     }
-    dry_run(env, &program, bindings, &output.columns[col].ty).map_err(|e| {
+    dry_run(env, &program, bindings, ty, source).map_err(|e| {
         vec![problem(match e {
             CelError::TypeMismatch(detail) => {
                 format!("type mismatch in `{}`: {detail}", short(source))
             }
+            CelError::UnknownReference(name) => {
+                super::explain::unknown_reference(program.expression(), &name)
+            }
             other => other.to_string(),
         })]
     })?;
-    Ok((col, program))
+    Ok(program)
+}
+
+/// Why `field`, given an expression, is not one of `output`'s fields.
+fn not_an_output_field(output: &Entity, in_place: bool, field: &str) -> String {
+    let names = || output.columns.iter().map(|c| &*c.name);
+    let hint = match crate::error::closest(field, names()) {
+        Some(c) => format!(" (did you mean `{c}`?)"),
+        None => format!(" ({})", names().collect::<Vec<_>>().join(", ")),
+    };
+    if in_place {
+        format!("`{field}` is not a field of the output{hint}; declare it under `output.fields`")
+    } else {
+        format!("`{field}` is not a field of entity `{}`{hint}", output.name)
+    }
 }
 
 /// An expression on one line, cut to about 60 characters, for messages.
-fn short(source: &str) -> String {
+pub(super) fn short(source: &str) -> String {
     let line = one_line(source);
     match line.char_indices().nth(60) {
         Some((i, _)) => format!("{}…", &line[..i]),
@@ -320,11 +342,13 @@ fn entries<'e>(
 /// Runs `program` once over typed placeholders to catch type errors at load: an
 /// operator applied to the wrong types, or a result that does not fit the field.
 /// Errors that depend on the data (division by zero, an index out of range) pass.
+/// `source` is the program's text, for messages.
 fn dry_run(
     env: &Arc<Env>,
     program: &Program,
     bindings: &[(Arc<str>, Binding)],
     expected: &FieldType,
+    source: &str,
 ) -> Result<(), CelError> {
     let mut ctx = Context::with_env(Arc::clone(env));
     for (name, b) in bindings {
@@ -336,31 +360,45 @@ fn dry_run(
         ctx.add_variable_from_value(&**name, v);
     }
     match program.execute(&ctx) {
-        Ok(v) => {
-            let got = from_cel(v).map_err(|e| CelError::Result(Box::new(e)))?;
-            if expected.coerce(got.clone()).is_none() {
-                return Err(CelError::TypeMismatch(format!(
-                    "the expression gives {}, the field is {expected}",
-                    value_type_name(&got)
-                )));
-            }
-            Ok(())
-        }
+        Ok(v) => check_result(v, expected),
         Err(ExecutionError::UndeclaredReference(name)) => {
             Err(CelError::UnknownReference(name.to_string()))
         }
         // Failures that depend on the values, not their types, pass: the
         // placeholders are not the data.
-        Err(
-            ExecutionError::FunctionError { .. }
-            | ExecutionError::DivisionByZero(_)
-            | ExecutionError::RemainderByZero(_)
-            | ExecutionError::Overflow(..)
-            | ExecutionError::IndexOutOfBounds(_)
-            | ExecutionError::NoSuchKey(_)
-            | ExecutionError::DuplicateKey(_),
-        ) => Ok(()),
-        Err(other) => Err(CelError::TypeMismatch(super::explain::explain(&other))),
+        Err(e) if super::explain::depends_on_data(&e) => Ok(()),
+        Err(other) => Err(CelError::TypeMismatch(super::explain::explain_in(
+            &other, source,
+        ))),
+    }
+}
+
+/// Whether an expression's value `v` fits a field of type `expected`; a type
+/// mismatch saying what it gives if not.
+pub(super) fn check_result(v: cel::Value, expected: &FieldType) -> Result<(), CelError> {
+    let got = from_cel(v).map_err(|e| match e {
+        CelError::NoFeatureType(t) => CelError::TypeMismatch(format!(
+            "the expression gives {t}, the field is {expected}; {} cannot be a field value{}",
+            match t {
+                "bytes" => "bytes",
+                "map" => "a map",
+                "duration" => "a duration",
+                _ => "such a value",
+            },
+            if t == "duration" {
+                " (`.getSeconds()` gives its whole seconds as an int)"
+            } else {
+                ""
+            }
+        )),
+        other => CelError::Result(Box::new(other)),
+    })?;
+    match expected.try_coerce(got) {
+        Ok(_) => Ok(()),
+        Err(got) => Err(CelError::TypeMismatch(format!(
+            "the expression gives {}, the field is {expected}",
+            value_type_name(&got)
+        ))),
     }
 }
 
@@ -372,10 +410,19 @@ fn value_type_name(v: &Value) -> String {
         Value::Float(_) => "float".into(),
         Value::String(_) => "string".into(),
         Value::Timestamp(_) => "timestamp".into(),
-        Value::List(items) => match items.first() {
-            Some(x) => format!("list<{}>", value_type_name(x)),
-            None => "list".into(),
-        },
+        Value::List(items) => {
+            let mut types: Vec<String> = Vec::new();
+            for t in items.iter().filter(|x| !x.is_null()).map(value_type_name) {
+                if !types.contains(&t) {
+                    types.push(t);
+                }
+            }
+            match types.as_slice() {
+                [] => "list".into(),
+                [t] => format!("list<{t}>"),
+                _ => format!("a list of {}", types.join(" and ")),
+            }
+        }
     }
 }
 

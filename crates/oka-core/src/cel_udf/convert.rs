@@ -85,7 +85,7 @@ pub fn from_cel(v: cel::Value) -> Result<Value, CelError> {
                 .collect::<Result<Vec<_>, _>>()?
                 .into(),
         ),
-        other => return Err(CelError::NoFeatureType(format!("{:?}", other.type_of()))),
+        other => return Err(CelError::NoFeatureType(super::explain::type_of(&other))),
     })
 }
 

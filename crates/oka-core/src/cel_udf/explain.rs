@@ -3,12 +3,13 @@
 //! values never as Rust's debug form.
 
 use cel::ExecutionError;
+use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 
 /// `e` as one line a spec author can act on.
 pub(super) fn explain(e: &ExecutionError) -> String {
     match e {
         ExecutionError::NoSuchOverload(o) if o.function() == "_._" => {
-            let t = o.argument_types().first().map_or("value", String::as_str);
+            let t = o.argument_types().first().map_or("value", |t| type_name(t));
             let article = if t.starts_with(['a', 'e', 'i', 'o', 'u']) {
                 "an"
             } else {
@@ -17,10 +18,13 @@ pub(super) fn explain(e: &ExecutionError) -> String {
             format!("cannot read a field of {article} {t}")
         }
         ExecutionError::NoSuchOverload(o) => {
-            let types = o.argument_types().join(", ");
+            let types: Vec<&str> = o.argument_types().iter().map(|t| type_name(t)).collect();
+            let hint = mixing_hint(types.iter().copied());
+            let types = types.join(", ");
             let f = operator(o.function());
-            let hint = mixing_hint(o.argument_types().iter().map(String::as_str));
-            if f.starts_with(|c: char| c.is_ascii_alphabetic()) {
+            if let Some(usage) = super::functions::usage(f) {
+                format!("`{f}` does not take ({types}); write `{usage}`{hint}")
+            } else if f.starts_with(|c: char| c.is_ascii_alphabetic()) {
                 format!("no overload of `{f}` takes ({types}){hint}")
             } else {
                 format!("`{f}` is not defined for ({types}){hint}")
@@ -36,6 +40,10 @@ pub(super) fn explain(e: &ExecutionError) -> String {
         }
         ExecutionError::UnexpectedType { got, want } if want.starts_with("math.") => {
             format!("{want}: {got}")
+        }
+        // The condition of `?:` or `filter`.
+        ExecutionError::UnexpectedType { got, want } if want == "bool" => {
+            format!("a condition gives {got}; it must be a bool")
         }
         ExecutionError::UnexpectedType { got, want } => format!("expected {want}, got {got}"),
         ExecutionError::ValuesNotComparable(a, b) => {
@@ -75,6 +83,144 @@ pub(super) fn explain(e: &ExecutionError) -> String {
         ExecutionError::DuplicateKey(_) => "a map literal repeats a key".to_owned(),
         other => one_line(&other.to_string()),
     }
+}
+
+/// [`explain`] for an error of `source`: `all(r, cond)` runs `@result && cond` and
+/// `exists(r, cond)` runs `@result || cond`, so a condition that is not a bool
+/// fails on an operator the expression does not show; that is said as such.
+pub(super) fn explain_in(e: &ExecutionError, source: &str) -> String {
+    if let ExecutionError::NoSuchOverload(o) = e {
+        let (op, mac) = match o.function() {
+            "_&&_" => ("&&", "all"),
+            "_||_" => ("||", "exists"),
+            _ => return explain(e),
+        };
+        if !source.contains(op) {
+            let got = o
+                .argument_types()
+                .iter()
+                .map(|t| type_name(t))
+                .find(|t| *t != "bool")
+                .unwrap_or("value");
+            return format!("the condition of `{mac}` gives {got}; it must be a bool");
+        }
+    }
+    explain(e)
+}
+
+/// The functions of each namespace (CEL's extensions and Oka's aggregations).
+const NAMESPACE_FUNCTIONS: [(&str, &[&str]); 3] = [
+    (
+        "math",
+        &[
+            "greatest",
+            "least",
+            "ceil",
+            "floor",
+            "round",
+            "trunc",
+            "abs",
+            "sign",
+            "sqrt",
+            "isInf",
+            "isNaN",
+            "isFinite",
+            "bitAnd",
+            "bitOr",
+            "bitXor",
+            "bitNot",
+            "bitShiftLeft",
+            "bitShiftRight",
+            "sum",
+            "mean",
+            "min",
+            "max",
+            "stddev",
+            "percentile",
+            "ewma",
+        ],
+    ),
+    ("strings", &["quote"]),
+    ("lists", &["range"]),
+];
+
+/// A name the dry run of `e` did not find, said for people: `math` (the run's
+/// name for an unknown `math.avg(…)`) as the function written, with the closest
+/// of the namespace's; an aggregation called without its namespace (`sum(l)`,
+/// `l.sum()`) with its spelling.
+pub(super) fn unknown_reference(e: &IdedExpr, name: &str) -> String {
+    if let Some((ns, functions)) = NAMESPACE_FUNCTIONS.iter().find(|(ns, _)| *ns == name)
+        && let Some(f) = namespace_call(e, ns)
+    {
+        let hint = match crate::error::closest(f, functions.iter().copied()) {
+            Some(c) => format!("did you mean `{ns}.{c}`?"),
+            None => format!("the {ns} functions: {}", functions.join(", ")),
+        };
+        return format!("`{ns}.{f}` is not a function ({hint})");
+    }
+    let hint = match super::functions::usage(&format!("math.{name}")) {
+        Some(usage) => format!(" (did you mean `{usage}`?)"),
+        None => String::new(),
+    };
+    format!("references unknown function or name `{name}`{hint}")
+}
+
+/// The function of the first call `ns.f(…)` in `e`.
+fn namespace_call<'e>(e: &'e IdedExpr, ns: &str) -> Option<&'e str> {
+    let children: Vec<&IdedExpr> = match &e.expr {
+        Expr::Call(call) => {
+            if let Some(t) = &call.target
+                && matches!(&t.expr, Expr::Ident(n) if n == ns)
+            {
+                return Some(&call.func_name);
+            }
+            call.target.iter().map(|t| &**t).chain(&call.args).collect()
+        }
+        Expr::Select(sel) => vec![&sel.operand],
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(l) => l.elements.iter().collect(),
+        Expr::Map(m) => (m.entries.iter())
+            .filter_map(|en| match &en.expr {
+                EntryExpr::MapEntry(m) => Some([&m.key, &m.value]),
+                EntryExpr::StructField(_) => None,
+            })
+            .flatten()
+            .collect(),
+        _ => Vec::new(),
+    };
+    children.into_iter().find_map(|c| namespace_call(c, ns))
+}
+
+/// A type's name as the spec writes it (`timestamp`, not CEL's full
+/// `google.protobuf.Timestamp`).
+fn type_name(t: &str) -> &str {
+    match t {
+        "google.protobuf.Timestamp" => "timestamp",
+        "google.protobuf.Duration" => "duration",
+        "null_type" => "null",
+        other => other,
+    }
+}
+
+/// Whether `e` depends on the values rather than their types (a division by
+/// zero, an index out of range, …): a run over placeholders proves nothing then.
+pub(super) fn depends_on_data(e: &ExecutionError) -> bool {
+    matches!(
+        e,
+        ExecutionError::FunctionError { .. }
+            | ExecutionError::DivisionByZero(_)
+            | ExecutionError::RemainderByZero(_)
+            | ExecutionError::Overflow(..)
+            | ExecutionError::IndexOutOfBounds(_)
+            | ExecutionError::NoSuchKey(_)
+            | ExecutionError::DuplicateKey(_)
+    )
 }
 
 /// An operator's or function's name as written in an expression.

@@ -78,7 +78,10 @@ impl<'b> Walk<'b> {
     fn expr(&mut self, e: &'b IdedExpr) {
         match &e.expr {
             Expr::Select(sel) => {
-                if let Holds::Record(dep, ent) = self.holds(&sel.operand)
+                if let Holds::Records(dep, _) = self.holds(&sel.operand) {
+                    self.problems
+                        .push(field_of_a_list(&sel.operand, dep, &sel.field));
+                } else if let Holds::Record(dep, ent) = self.holds(&sel.operand)
                     && ent.column_index(&sel.field).is_none()
                 {
                     let shown = match &sel.operand.expr {
@@ -141,6 +144,18 @@ impl<'b> Walk<'b> {
                 }
             }
         }
+    }
+}
+
+/// `txn.amount` where `txn` is a list of records: what to write instead.
+fn field_of_a_list(operand: &IdedExpr, dep: &str, field: &str) -> String {
+    match &operand.expr {
+        Expr::Ident(n) => format!(
+            "`{n}.{field}`: `{n}` is a list of records (a `range` or `last_n` dependency), not one record: write `{n}.map(r, r.{field})` for every record's `{field}`, or `{n}[size({n}) - 1].{field}` for the newest"
+        ),
+        _ => format!(
+            "`….{field}`: this is a list of records of `{dep}`, not one record: write `.map(r, r.{field})` for every record's `{field}`"
+        ),
     }
 }
 

@@ -30,6 +30,20 @@ pub const NAMES: [&str; 7] = [
     "math.ewma",
 ];
 
+/// How a function is called, for messages: `math.percentile(list, p)`.
+pub(super) fn usage(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "math.sum" => "math.sum(list)",
+        "math.mean" => "math.mean(list)",
+        "math.min" => "math.min(list)",
+        "math.max" => "math.max(list)",
+        "math.stddev" => "math.stddev(list)",
+        "math.percentile" => "math.percentile(list, 0.9)",
+        "math.ewma" => "math.ewma(values, timestamps, duration('10m'), now)",
+        _ => return None,
+    })
+}
+
 /// Declares the functions on `env`.
 pub(super) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     let over_list: [(&str, Function); 5] = [

@@ -38,6 +38,7 @@ mod scalar;
 
 pub use convert::{from_cel, to_cel};
 pub use functions::NAMES as AGGREGATION_FUNCTIONS;
+pub(crate) use scalar::generated_problem;
 pub use scalar::{compile_scalar, eval_scalar, is_reserved};
 
 /// What went wrong compiling or evaluating a CEL expression.
@@ -47,10 +48,12 @@ pub enum CelError {
     #[error("does not compile: {0}")]
     Compile(String),
     /// A name that is not bound.
-    #[error("references unknown name `{name}` (known: {known})")]
+    #[error("references unknown name `{name}`{suggestion} (known: {known})")]
     UnknownName {
         /// The name.
         name: String,
+        /// ` (did you mean `x`?)` when a known name is close, else empty.
+        suggestion: String,
         /// The names that are bound, comma-separated.
         known: String,
     },
@@ -66,9 +69,12 @@ pub enum CelError {
     /// An unsigned result beyond `int`.
     #[error("uint {0} overflows int")]
     UintOverflow(u64),
-    /// A result of a CEL type with no feature type (a map, bytes, a duration).
-    #[error("of type {0} has no feature type")]
-    NoFeatureType(String),
+    /// A result of a CEL type with no field type (a map, bytes, a duration), by
+    /// its CEL name.
+    #[error(
+        "of type {0} has no field type (a field holds null, bool, int, float, string, timestamp or a list of these)"
+    )]
+    NoFeatureType(&'static str),
     /// The result of an expression (checking it at load).
     #[error("result {0}")]
     Result(Box<CelError>),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::cel_udf;
 use crate::entity::Entity;
+use crate::error::did_you_mean;
 use crate::spec::{GenerateSpec, MockSourceSpec};
 
 use super::Loader;
@@ -41,10 +42,7 @@ impl Loader {
     fn check_item(&mut self, path: &str, item: &Item, entity: &Entity) {
         for (k, v) in item {
             match entity.column_index(k) {
-                None => self.err(
-                    format!("{path}.{k}"),
-                    format!("entity `{}` has no field `{k}`", entity.name),
-                ),
+                None => self.err(format!("{path}.{k}"), no_field(entity, k)),
                 Some(c) if c == entity.timestamp_index => self.err(
                     format!("{path}.{k}"),
                     "the timestamp is the emit time; leave it out",
@@ -75,25 +73,14 @@ impl Loader {
         for (k, expr) in &generate.columns {
             let cpath = format!("{path}.generate.columns.{k}");
             match entity.column_index(k) {
-                None => self.err(
-                    &cpath,
-                    format!("entity `{}` has no field `{k}`", entity.name),
-                ),
+                None => self.err(&cpath, no_field(entity, k)),
                 Some(c) if c == entity.timestamp_index => {
                     self.err(&cpath, "the timestamp is the emit time; leave it out")
                 }
                 Some(c) => {
                     let ty = &entity.columns[c].ty;
-                    let checked = cel_udf::compile_scalar(env, expr, &["i", "tick"])
-                        .and_then(|p| cel_udf::eval_scalar(env, &p, &[("i", 0), ("tick", 0)]))
-                        .map_err(|e| e.to_string())
-                        .and_then(|v| {
-                            ty.coerce(v)
-                                .map(|_| ())
-                                .ok_or_else(|| format!("the expression does not give a {ty}"))
-                        });
-                    if let Err(e) = checked {
-                        self.err(&cpath, e);
+                    if let Some(problem) = cel_udf::generated_problem(env, expr, ty) {
+                        self.err(&cpath, problem);
                     }
                 }
             }
@@ -107,4 +94,13 @@ impl Loader {
             }
         }
     }
+}
+
+/// `entity` has no field `name`, with the closest field suggested.
+fn no_field(entity: &Entity, name: &str) -> String {
+    format!(
+        "entity `{}` has no field `{name}`{}",
+        entity.name,
+        did_you_mean(name, entity.columns.iter().map(|c| &*c.name))
+    )
 }

@@ -5,6 +5,7 @@ mod aggregation;
 mod docs;
 mod execution;
 mod planning;
+mod spec_corpus;
 mod spec_errors;
 mod spec_messages;
 

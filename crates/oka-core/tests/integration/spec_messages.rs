@@ -35,7 +35,7 @@ const CASES: &[(&str, &str, &str)] = &[
       over: {feature: txn, query: last_n, n: 3}
       outputs: {n: [count]}
 "##,
-        r##"spec.yaml: features.a.aggregate.outputs: an aggregate output is `count` or a mapping such as `{mean: amount}` at line 15 column 16"##,
+        r##"spec.yaml: features.a.aggregate.outputs.n: invalid type: a list, expected `count` or a mapping such as `{mean: amount}` at line 15 column 20"##,
     ),
     (
         "aggregate_problems",
@@ -91,7 +91,7 @@ spec.yaml: features.b.udf: an aggregate feature has no `udf`: it reads `aggregat
       over: {feature: txn, query: last_n, n: 3}
       outputs: {n: {summ: amount}}
 "##,
-        r##"spec.yaml: features.a.aggregate.outputs: unknown field `summ`, expected one of `count`, `sum`, `mean`, `min`, `max`, `stddev`, `percentile`, `ewma`, `first`, `last`, `p`, `half_life_s` at line 15 column 16"##,
+        r##"spec.yaml: features.a.aggregate.outputs.n: unknown field `summ` (did you mean `sum`?), expected one of `count`, `sum`, `mean`, `min`, `max`, `stddev`, `percentile`, `ewma`, `first`, `last`, `p`, `half_life_s` at line 15 column 21"##,
     ),
     (
         "arg_bare_number",
@@ -202,7 +202,7 @@ spec.yaml: features.f.udf.expr: no expression for output field `label`"##,
     dependencies: [txn]
     udf: {expr: {amount: "1.0", colour: "1.0"}}
 "##,
-        r##"spec.yaml: features.f.udf.expr.colour: `colour` is not a field of entity `Txn`
+        r##"spec.yaml: features.f.udf.expr.colour: `colour` is not a field of entity `Txn` (user_id, ts, amount, n, label)
 spec.yaml: features.f.udf.expr: no expression for output field `n`
 spec.yaml: features.f.udf.expr: no expression for output field `label`"##,
     ),
@@ -289,7 +289,7 @@ spec.yaml: features.f.udf.expr: no expression for output field `label`"##,
     dependencies: [{feature: txn, qurey: range}]
     udf: {expr: {amount: "1.0"}}
 "##,
-        r##"spec.yaml: features.f.dependencies: unknown field `qurey`, expected one of `feature`, `query`, `n`, `lookback_s` at line 14 column 19"##,
+        r##"spec.yaml: features.f.dependencies[0]: unknown field `qurey` (did you mean `query`?), expected one of `feature`, `query`, `n`, `lookback_s` at line 14 column 35"##,
     ),
     (
         "dep_options",
@@ -316,7 +316,7 @@ spec.yaml: features.b.dependencies[0]: `last_n` applies only to pipeline feature
     dependencies: [3]
     udf: {expr: {amount: "1.0"}}
 "##,
-        r##"spec.yaml: features.f.dependencies: a dependency is a feature name or {feature, query, n, lookback_s} at line 14 column 19"##,
+        r##"spec.yaml: features.f.dependencies[0]: invalid type: integer `3`, expected a feature name or a mapping such as `{feature: txn, query: range, lookback_s: 3600}` at line 14 column 20"##,
     ),
     (
         "deps_not_list",
@@ -326,7 +326,7 @@ spec.yaml: features.b.dependencies[0]: `last_n` applies only to pipeline feature
     dependencies: {txn: 1}
     udf: {expr: {amount: "txn.amount"}}
 "##,
-        r##"spec.yaml: features.f.dependencies: invalid type: map, expected a list such as `[a, b]` at line 14 column 19"##,
+        r##"spec.yaml: features.f.dependencies: invalid type: a mapping, expected a list such as `[a, b]` at line 14 column 19"##,
     ),
     (
         "entity_problems",
@@ -481,7 +481,7 @@ features:
     kind: pipeline
     entity: Txn
 "##,
-        r##"spec.yaml: entities.Txn.fields: unknown type `flaot` (expected string, int, float, bool, timestamp or list<T>) at line 6 column 13"##,
+        r##"spec.yaml: entities.Txn.fields.amount: unknown type `flaot` (did you mean `float`?), expected string, int, float, bool, timestamp or list<T> at line 6 column 22"##,
     ),
     (
         "version_2",
