@@ -377,13 +377,18 @@ fn finish_report(
 fn print_summary(args: &IngestArgs, name: &str, s: &LoadSummary, elapsed: Duration) {
     let rate = s.written as f64 / elapsed.as_secs_f64().max(1e-9);
     println!(
-        "{name}: read {} records; wrote {} records to `{}` in {:.2}s ({rate:.0} records/s); rejected {}; not written (store failed) {}",
+        "{name}: read {} records; wrote {} records to `{}` in {:.2}s ({rate:.0} records/s); rejected {}; not written (store failed) {}{}",
         s.read,
         s.written,
         printable(&args.feature),
         elapsed.as_secs_f64(),
         s.rejected,
-        s.failed
+        s.failed,
+        if args.store.url() == stores::MEMORY {
+            " (a dry run: --store memory:// kept nothing)"
+        } else {
+            ""
+        }
     );
     if s.failed > 0 {
         let mut ranges: Vec<String> = s

@@ -11,12 +11,14 @@
 //! - [`stores`]: store URLs → backends (the only place concrete backends are named).
 //! - [`init`]: `oka init DIR`, a small runnable project.
 //! - [`ingest`]: `oka ingest`; `load`: the spec and API keys, at start and on reload.
+//! - `logs`: the `OKA_LOG` filter and log format; `serve_args`: `oka serve`'s flags.
 //! - `demo.yaml`: the spec served by `oka serve --demo`.
 
 mod help;
 pub mod ingest;
 pub mod init;
 mod load;
+mod logs;
 mod serve_args;
 pub mod stores;
 
@@ -28,10 +30,11 @@ use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
+use logs::LogFormat;
 use oka_core::{NativeUdfs, Registry};
 use oka_server::auth::ApiKeys;
 use oka_server::{Limits, Shared};
-use serve_args::{LogFormat, ServeArgs, limits, server_config};
+use serve_args::{ServeArgs, limits, server_config};
 use tracing::info;
 
 /// The global allocator of every binary built on this crate (feature `mimalloc`,
@@ -157,7 +160,7 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             writer,
         }) => mock_source(&spec, once, &store, &writer, &natives),
         Command::Ingest(args) => {
-            init_logs(LogFormat::Text);
+            logs::init(LogFormat::Text);
             let all_written = ingest::run(args, &natives)?;
             Ok(if all_written {
                 ExitCode::SUCCESS
@@ -170,7 +173,8 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
 
 /// `oka schema`: the CQL DDL for a store URL's keyspace.
 fn schema(store: &str, store_replication: &oka_scylla::Replication) -> Result<ExitCode> {
-    let url = oka_scylla::StoreUrl::parse(store).map_err(|e| anyhow::anyhow!(e))?;
+    let url = oka_scylla::StoreUrl::parse(store)
+        .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", stores::redact(store)))?;
     println!(
         "-- Oka's CQL schema for keyspace `{}` (replication {})",
         url.keyspace,
@@ -215,7 +219,7 @@ fn mock_source(
     writer: &ingest::WriterArgs,
     natives: &NativeUdfs,
 ) -> Result<ExitCode> {
-    init_logs(LogFormat::Text);
+    logs::init(LogFormat::Text);
     let origin = spec.display().to_string();
     let yaml = std::fs::read_to_string(spec).map_err(|e| read_error(&origin, &e))?;
     let registry = Registry::from_yaml(&origin, &yaml, natives)
@@ -260,20 +264,6 @@ fn read_error(origin: &str, e: &std::io::Error) -> anyhow::Error {
     )
 }
 
-fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("OKA_LOG")
-        // The CQL driver logs every connection at info; keep its warnings only.
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,scylla=warn"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 /// Panics inside UDFs are caught and answered as `error` statuses; log them at
 /// debug (they can fire per request) and leave every other panic to the default hook.
 fn quiet_udf_panics() {
@@ -305,7 +295,7 @@ fn warn_about_open_ports(listen: SocketAddr, admin_listen: SocketAddr, keys: &Ap
 
 fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     RELOADS_ON_HANGUP.store(true, std::sync::atomic::Ordering::Release);
-    init_logs(args.log_format);
+    logs::init(args.log_format);
     quiet_udf_panics();
     let (registry, keys) = load::spec_and_keys(
         args.spec.as_deref(),

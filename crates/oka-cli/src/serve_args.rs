@@ -12,6 +12,7 @@ use oka_server::Limits;
 use oka_server::conn::ConnTimeouts;
 use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
 
+use crate::logs::LogFormat;
 use crate::{ingest, stores};
 
 /// `--runtime`.
@@ -19,13 +20,6 @@ use crate::{ingest, stores};
 pub enum RuntimeArg {
     PerCore,
     Shared,
-}
-
-/// `--log-format`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 /// `oka serve`'s flags, grouped in its help by heading.

@@ -16,7 +16,8 @@ pub struct StoreArgs {
     /// `redis-cluster://host:port[?node=host:port…]`, `redis-sentinel://…`; `rediss…`
     /// for TLS; `scylla://[user:pass@]host[:port][,host…][/keyspace]` (or
     /// `cassandra://…`) for ScyllaDB/Cassandra; `memory://` for a store inside this
-    /// process (`oka serve` only, and its default: the data is lost at exit).
+    /// process, lost at exit (`oka serve`'s default, with a warning; for `oka
+    /// ingest`, a dry run). An option the scheme does not take is refused.
     #[arg(long, env = "OKA_STORE", hide_env_values = true)]
     pub store: Option<String>,
     /// Timeout of one store command, milliseconds.
@@ -188,9 +189,12 @@ pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureS
             };
             oka_scylla::StoreUrl::parse(url)
                 .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;
+            // The driver logs a failed connect as Debug dumps; `unreachable` says it once.
+            let quiet = crate::logs::quiet_driver();
             let store = ScyllaStore::connect(url, options)
                 .await
                 .map_err(|e| unreachable(url, &e, Backend::Cql))?;
+            drop(quiet);
             Ok(coalesced(reads, Arc::new(store)))
         }
         other => bail!(
@@ -212,14 +216,18 @@ fn unreachable(url: &str, e: &oka_storage::StoreError, backend: Backend) -> anyh
     let raw = e.message.as_str();
     let has = |needles: &[&str]| needles.iter().any(|n| raw.contains(n));
     let what = if has(&["Connection refused", "os error 111", "ConnectionRefused"]) {
-        "the connection was refused: nothing listens at that host and port".to_owned()
+        "the connection was refused: nothing listens at that host and port"
     } else if has(&[
         "lookup address",
         "Name or service not known",
         "No address associated",
         "nodename nor servname",
+        "resolve any hostname",
+        "Hostname resolution failed",
     ]) {
-        "the host name does not resolve".to_owned()
+        "the host name does not resolve"
+    } else if has(&["Failed to connect to all sentinel nodes"]) {
+        "no sentinel answered at that host and port"
     } else if has(&[
         "WRONGPASS",
         "NOAUTH",
@@ -227,17 +235,22 @@ fn unreachable(url: &str, e: &oka_storage::StoreError, backend: Backend) -> anyh
         "Authentication",
         "authentication",
     ]) {
-        "the server refused the credentials: check the user and password in the URL".to_owned()
+        "the server refused the credentials: check the user and password in the URL"
     } else if has(&["certificate", "Certificate", "TLS", "tls", "handshake"]) {
         "the TLS handshake failed: check rediss:// against redis://, and --store-tls-ca-file"
-            .to_owned()
     } else if has(&["imed out", "imeout"]) {
-        "no answer within the connect timeout (--store-connect-timeout-ms)".to_owned()
+        "no answer within the connect timeout (--store-connect-timeout-ms)"
     } else if has(&["Connection reset", "Broken pipe", "unexpected end"]) {
         "the server closed the connection: is that port the store's, and the scheme right?"
-            .to_owned()
+    } else if has(&["Invalid frame type", "Decode Error"]) {
+        "what answered there does not speak the store's protocol: is that port the store's, and the scheme right?"
     } else {
+        ""
+    };
+    let what = if what.is_empty() {
         first_sentence(raw)
+    } else {
+        what.to_owned()
     };
     let check = match backend {
         Backend::Redis => "Check that Redis is running there and reachable from this machine",
@@ -245,18 +258,27 @@ fn unreachable(url: &str, e: &oka_storage::StoreError, backend: Backend) -> anyh
             "Check that a ScyllaDB or Cassandra node is running there (CQL, port 9042 by default) and reachable from this machine"
         }
     };
-    anyhow::anyhow!("cannot open the store at {}: {what}. {check}.", redact(url))
+    let stop = if what.ends_with('?') { "" } else { "." };
+    anyhow::anyhow!(
+        "cannot open the store at {}: {what}{stop} {check}.",
+        redact(url)
+    )
 }
 
-/// A driver's message cut at its first Debug dump (`Os {`, `Custom {`, …), so
-/// that only its words are shown.
+/// A driver's message without its backend prefix (`redis: `, `cql: `), cut at
+/// its first Debug dump (`Os {`, `Custom {`, `["…"]`, …), so that only its words
+/// are shown.
 fn first_sentence(raw: &str) -> String {
-    let cut = ["Os {", "Custom {", "Kind(", " { "]
+    let raw = ["redis: ", "cql: "]
+        .iter()
+        .find_map(|p| raw.strip_prefix(p))
+        .unwrap_or(raw);
+    let cut = ["Os {", "Custom {", "Kind(", " { ", "[\"", "Some(", "None"]
         .iter()
         .filter_map(|m| raw.find(m))
         .min()
         .unwrap_or(raw.len());
-    let words = raw[..cut].trim_end_matches([' ', ':', '(']).trim();
+    let words = raw[..cut].trim_end_matches([' ', ':', '(', '.']).trim();
     if words.is_empty() {
         "the store did not answer as expected".to_owned()
     } else {
@@ -264,18 +286,29 @@ fn first_sentence(raw: &str) -> String {
     }
 }
 
-/// The URL with any password replaced, for logs.
+/// The URL with any password replaced (`user:***@`, `sentinelPassword=***`), for
+/// logs and errors.
 pub fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..s + 3], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
+    let (out, after) = match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => match url[s + 3..at].split_once(':') {
+            Some((user, _)) => (format!("{}{user}:***{}", &url[..s + 3], &url[at..]), at),
+            None => (url.to_owned(), at),
+        },
+        _ => (url.to_owned(), 0),
+    };
+    // Options after the credentials: a password in them is masked too.
+    let after = out.len() - (url.len() - after);
+    let Some(q) = out[after..].find('?').map(|q| after + q) else {
+        return out;
+    };
+    let options: Vec<String> = out[q + 1..]
+        .split('&')
+        .map(|o| match o.split_once('=') {
+            Some((k, _)) if k.to_lowercase().contains("password") => format!("{k}=***"),
+            _ => o.to_owned(),
+        })
+        .collect();
+    format!("{}?{}", &out[..q], options.join("&"))
 }
 
 #[cfg(test)]
@@ -287,6 +320,16 @@ mod tests {
         assert_eq!(redact("redis://:secret@h:6379/0"), "redis://:***@h:6379/0");
         assert_eq!(redact("redis://u:secret@h"), "redis://u:***@h");
         assert_eq!(redact("memory://"), "memory://");
+        assert_eq!(
+            redact("redis-sentinel://u:p@h:26379?sentinelServiceName=m&sentinelPassword=s&node=b"),
+            "redis-sentinel://u:***@h:26379?sentinelServiceName=m&sentinelPassword=***&node=b"
+        );
+        assert_eq!(redact("redis://h?x=a@b:c"), "redis://h?x=a@b:c");
+        assert_eq!(
+            redact("redis://:pa?ss@h:1?node=x"),
+            "redis://:***@h:1?node=x"
+        );
+        assert_eq!(redact("redis://h:1?password=p"), "redis://h:1?password=***");
     }
 
     async fn open_default(args: &StoreArgs) -> Result<Arc<dyn FeatureStore>> {
@@ -320,6 +363,48 @@ mod tests {
             .unwrap_or_default();
         assert!(err.contains("bogus"), "{err}");
         assert!(open_default(&args("memory://")).await.is_ok());
+    }
+
+    #[test]
+    fn driver_errors_are_said_in_words() {
+        let said = |message: &str, backend| {
+            let e = oka_storage::StoreError::new(
+                oka_storage::StoreErrorKind::Unavailable,
+                message.to_owned(),
+            );
+            unreachable("scylla://u:pw@h/ks", &e, backend).to_string()
+        };
+        let cql = "Check that a ScyllaDB or Cassandra node is running there (CQL, port 9042 by default) and reachable from this machine.";
+        assert_eq!(
+            said(
+                r#"cql: Couldn't resolve any hostname: ["h:9042"]"#,
+                Backend::Cql
+            ),
+            format!(
+                "cannot open the store at scylla://u:***@h/ks: the host name does not resolve. {cql}"
+            )
+        );
+        assert_eq!(
+            said(
+                "redis: Sentinel Error: Failed to connect to all sentinel nodes.",
+                Backend::Redis
+            ),
+            "cannot open the store at scylla://u:***@h/ks: no sentinel answered at that host and port. Check that Redis is running there and reachable from this machine."
+        );
+        assert_eq!(
+            said(
+                "redis: Protocol Error: Decode Error: frame_type: Invalid frame type.",
+                Backend::Redis
+            ),
+            "cannot open the store at scylla://u:***@h/ks: what answered there does not speak the store's protocol: is that port the store's, and the scheme right? Check that Redis is running there and reachable from this machine."
+        );
+        assert_eq!(
+            said(
+                r#"cql: something new: Some(IoError(Os { code: 1 }))"#,
+                Backend::Cql
+            ),
+            format!("cannot open the store at scylla://u:***@h/ks: something new. {cql}")
+        );
     }
 
     #[tokio::test]

@@ -23,6 +23,7 @@ fn bad_invocations_have_human_messages() {
     let data = tmp_file("invocations.jsonl", "{\"user_id\":\"u\",\"amount\":1.0}\n");
     let data = data.to_str().unwrap();
     let closed = format!("redis://127.0.0.1:{}", free_port());
+    let closed_cql = format!("scylla://127.0.0.1:{}/ks", free_port());
     let ingest = |extra: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = [
             "ingest",
@@ -55,8 +56,28 @@ fn bad_invocations_have_human_messages() {
             "error: the store URL `redis-cluster://127.0.0.1:6379?nod=127.0.0.1:6380`: unknown option `nod`: redis-cluster:// takes only `node` (another cluster node, host:port) (did you mean `node`?)".into(),
         ),
         (
+            ingest(&["--store", "rediss://127.0.0.1:6379/0?layout=x"]),
+            "error: the store URL `rediss://127.0.0.1:6379/0?layout=x`: unknown option `layout`: rediss:// takes no options (`sentinelServiceName` makes it a sentinel URL)".into(),
+        ),
+        (
+            ingest(&["--store", "redis-sentinel://:pw@127.0.0.1:26379?sentinelServicename=m"]),
+            "error: the store URL `redis-sentinel://:***@127.0.0.1:26379?sentinelServicename=m`: unknown option `sentinelServicename`: redis-sentinel:// takes only `sentinelServiceName`, `sentinelUsername`, `sentinelPassword`, `node` (did you mean `sentinelServiceName`?)".into(),
+        ),
+        (
             ingest(&["--store", "scylla://127.0.0.1:9042/ks?consistency=one"]),
-            "error: the store URL `scylla://127.0.0.1:9042/ks?consistency=one`: CQL store URLs take no options (`?…`): give them as flags (--store-read-consistency, --store-write-consistency, --store-local-dc, --store-replication, …)".into(),
+            "error: the store URL `scylla://127.0.0.1:9042/ks?consistency=one`: unknown option `consistency`: scylla:// URLs take no options; give it as a flag: --store-read-consistency or --store-write-consistency".into(),
+        ),
+        (
+            ingest(&["--store", "cassandra://127.0.0.1/ks?timeout=5"]),
+            "error: the store URL `cassandra://127.0.0.1/ks?timeout=5`: unknown option `timeout`: cassandra:// URLs take no options; give it as a flag: --store-timeout-ms or --store-connect-timeout-ms".into(),
+        ),
+        (
+            ingest(&["--store", "scylla://127.0.0.1/ks?layout=wide"]),
+            "error: the store URL `scylla://127.0.0.1/ks?layout=wide`: unknown option `layout`: scylla:// URLs take no options; the settings are flags: --store-read-consistency, --store-write-consistency, --store-local-dc, --store-replication, … (see `oka serve --help`)".into(),
+        ),
+        (
+            ingest(&["--store", "memory://?layout=x"]),
+            "error: the store URL `memory://?layout=x`: memory:// takes no host, path or options".into(),
         ),
         (
             ingest(&["--store", "memory://somewhere"]),
@@ -69,6 +90,26 @@ fn bad_invocations_have_human_messages() {
         (
             ingest(&["--store", &format!("redis://:hunter2@{}", &closed["redis://".len()..])]),
             format!("error: cannot open the store at redis://:***@{}: the connection was refused: nothing listens at that host and port. Check that Redis is running there and reachable from this machine.", &closed["redis://".len()..]),
+        ),
+        (
+            owned(&["serve", "--demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", &closed]),
+            format!("error: cannot open the store at {closed}: the connection was refused: nothing listens at that host and port. Check that Redis is running there and reachable from this machine."),
+        ),
+        (
+            owned(&["serve", "--demo", "--store", "redis://127.0.0.1:6379?layuot=x"]),
+            "error: the store URL `redis://127.0.0.1:6379?layuot=x`: unknown option `layuot`: redis:// takes no options (`sentinelServiceName` makes it a sentinel URL)".into(),
+        ),
+        (
+            ingest(&["--store", &closed_cql]),
+            format!("error: cannot open the store at {closed_cql}: the connection was refused: nothing listens at that host and port. Check that a ScyllaDB or Cassandra node is running there (CQL, port 9042 by default) and reachable from this machine."),
+        ),
+        (
+            owned(&["serve", "--demo", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--store", &closed_cql]),
+            format!("error: cannot open the store at {closed_cql}: the connection was refused: nothing listens at that host and port. Check that a ScyllaDB or Cassandra node is running there (CQL, port 9042 by default) and reachable from this machine."),
+        ),
+        (
+            ingest(&["--store", "scylla://no-such-host.invalid/ks"]),
+            "error: cannot open the store at scylla://no-such-host.invalid/ks: the host name does not resolve. Check that a ScyllaDB or Cassandra node is running there (CQL, port 9042 by default) and reachable from this machine.".into(),
         ),
         (
             ingest(&["--store", "redis://no-such-host.invalid:6379"]),
@@ -104,10 +145,14 @@ fn bad_invocations_have_human_messages() {
         ),
         (
             owned(&["schema", "--store", "redis://127.0.0.1:6379"]),
-            "error: invalid CQL store scheme `redis`: expected scylla:// or cassandra://".into(),
+            "error: the store URL `redis://127.0.0.1:6379`: invalid CQL store scheme `redis`: expected scylla:// or cassandra://".into(),
+        ),
+        (
+            owned(&["schema", "--store", "scylla://u:secret@127.0.0.1/ks?replication=simple:3"]),
+            "error: the store URL `scylla://u:***@127.0.0.1/ks?replication=simple:3`: unknown option `replication`: scylla:// URLs take no options; give it as a flag: --store-replication".into(),
         ),
     ];
-    assert!(cases.len() >= 15);
+    assert!(cases.len() >= 25);
     for (args, want) in &cases {
         let out = Command::new(OKA)
             .args(args)
@@ -127,6 +172,70 @@ fn bad_invocations_have_human_messages() {
             );
         }
     }
+}
+
+/// `oka ingest --store memory://` is a dry run: the records are checked and
+/// counted, and both the start and the summary say that nothing is kept.
+#[test]
+fn ingest_into_memory_is_a_dry_run_and_says_so() {
+    let spec = tmp_file("dry-run.yaml", SPEC);
+    let data = tmp_file("dry-run.jsonl", "{\"user_id\":\"u\",\"amount\":1.0}\n");
+    let out = Command::new(OKA)
+        .args([
+            "ingest",
+            "--store",
+            "memory://",
+            "--feature",
+            "transactions",
+        ])
+        .arg("--spec")
+        .arg(&spec)
+        .arg("--file")
+        .arg(&data)
+        .env_remove("OKA_STORE")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "note: --store memory:// is a dry run: the records are checked and written to a store inside this process, which is gone when `oka ingest` exits\n"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.starts_with(&format!("{}: read 1 records; wrote 1 records to `transactions` in ", data.display()))
+            && stdout.ends_with("; rejected 0; not written (store failed) 0 (a dry run: --store memory:// kept nothing)\n"),
+        "{stdout}"
+    );
+}
+
+/// `OKA_LOG` that does not parse is said, not silently replaced by the default.
+#[test]
+fn a_log_filter_that_does_not_parse_is_reported() {
+    let spec = tmp_file("log-filter.yaml", SPEC);
+    let out = Command::new(OKA)
+        .args([
+            "ingest",
+            "--store",
+            "memory://",
+            "--feature",
+            "transactions",
+            "--format",
+            "jsonl",
+            "--file",
+            "-",
+        ])
+        .arg("--spec")
+        .arg(&spec)
+        .env("OKA_LOG", "oka=loud")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("warning: OKA_LOG=`oka=loud` is not a log filter (error parsing level filter: expected one of \"off\", \"error\", \"warn\", \"info\", \"debug\", \"trace\", or a number 0-5); using `info,scylla=warn`\n"),
+        "{stderr}"
+    );
 }
 
 /// `oka serve` without `--store` serves from memory: it says so at start (WARN)

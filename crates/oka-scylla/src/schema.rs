@@ -67,11 +67,19 @@ pub enum UrlError {
     /// A scheme other than `scylla` or `cassandra`.
     #[error("invalid CQL store scheme `{0}`: expected scylla:// or cassandra://")]
     Scheme(String),
-    /// A query string or fragment.
-    #[error(
-        "CQL store URLs take no options (`?…`): give them as flags (--store-read-consistency, --store-write-consistency, --store-local-dc, --store-replication, …)"
-    )]
-    QueryString,
+    /// A query option: the CQL store's settings are flags, not URL options.
+    #[error("unknown option `{option}`: {scheme}:// URLs take no options; {hint}")]
+    Option {
+        /// The URL's scheme.
+        scheme: String,
+        /// The first option, as written.
+        option: String,
+        /// Where the setting goes instead.
+        hint: String,
+    },
+    /// A `#fragment`.
+    #[error("a {0}:// URL takes no `#…` fragment")]
+    Fragment(String),
     /// `:password@` without a user.
     #[error("the URL has credentials without a user name")]
     NoUser,
@@ -100,9 +108,22 @@ impl StoreUrl {
         if !SCHEMES.contains(&scheme) {
             return Err(UrlError::Scheme(scheme.to_owned()));
         }
-        if rest.contains('?') || rest.contains('#') {
-            return Err(UrlError::QueryString);
+        if rest.contains('#') {
+            return Err(UrlError::Fragment(scheme.to_owned()));
         }
+        let rest = match rest.split_once('?') {
+            Some((rest, "")) => rest,
+            Some((_, query)) => {
+                let option = query.split('&').find(|o| !o.is_empty()).unwrap_or(query);
+                let option = option.split_once('=').map_or(option, |(k, _)| k);
+                return Err(UrlError::Option {
+                    scheme: scheme.to_owned(),
+                    option: option.to_owned(),
+                    hint: option_hint(scheme, option),
+                });
+            }
+            None => rest,
+        };
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
         let (credentials, hosts) = match authority.rsplit_once('@') {
             Some((creds, hosts)) => {
@@ -147,6 +168,50 @@ impl StoreUrl {
             keyspace,
             credentials,
         })
+    }
+}
+
+/// The `--store-*` flags that hold the CQL store's settings.
+const FLAGS: [&str; 11] = [
+    "read-consistency",
+    "write-consistency",
+    "local-dc",
+    "replication",
+    "create-schema",
+    "timeout-ms",
+    "connect-timeout-ms",
+    "pool-size",
+    "speculative-ms",
+    "read-concurrency",
+    "write-concurrency",
+];
+
+/// Where the setting a URL option names goes instead: the flags whose names
+/// hold it (`consistency`, `localDc`, `local_dc`, `timeout`, …), else the list.
+fn option_hint(scheme: &str, option: &str) -> String {
+    let plain = |s: &str| s.to_lowercase().replace(['-', '_'], "");
+    let wanted = plain(option);
+    match wanted.as_str() {
+        "keyspace" => {
+            return format!("give the keyspace as the path: {scheme}://host:9042/KEYSPACE");
+        }
+        "user" | "username" | "password" => {
+            return format!("give credentials before the host: {scheme}://USER:PASSWORD@host");
+        }
+        _ => {}
+    }
+    let flags: Vec<String> = FLAGS
+        .iter()
+        .filter(|f| {
+            let f = plain(f);
+            wanted.len() >= 2 && (f.contains(&wanted) || wanted.contains(&f))
+        })
+        .map(|f| format!("--store-{f}"))
+        .collect();
+    if flags.is_empty() {
+        "the settings are flags: --store-read-consistency, --store-write-consistency, --store-local-dc, --store-replication, … (see `oka serve --help`)".into()
+    } else {
+        format!("give it as a flag: {}", flags.join(" or "))
     }
 }
 
@@ -306,6 +371,32 @@ mod tests {
         ] {
             assert!(StoreUrl::parse(bad).is_err(), "{bad}");
         }
+        for (url, message) in [
+            (
+                "scylla://a/ks?consistency=one",
+                "unknown option `consistency`: scylla:// URLs take no options; give it as a flag: --store-read-consistency or --store-write-consistency",
+            ),
+            (
+                "cassandra://a/ks?x=1&localDc=eu",
+                "unknown option `x`: cassandra:// URLs take no options; the settings are flags: --store-read-consistency, --store-write-consistency, --store-local-dc, --store-replication, … (see `oka serve --help`)",
+            ),
+            (
+                "scylla://a?local_dc=eu",
+                "unknown option `local_dc`: scylla:// URLs take no options; give it as a flag: --store-local-dc",
+            ),
+            (
+                "scylla://a?keyspace=ks",
+                "unknown option `keyspace`: scylla:// URLs take no options; give the keyspace as the path: scylla://host:9042/KEYSPACE",
+            ),
+            ("scylla://a/ks#x", "a scylla:// URL takes no `#…` fragment"),
+        ] {
+            assert_eq!(
+                StoreUrl::parse(url).unwrap_err().to_string(),
+                message,
+                "{url}"
+            );
+        }
+        assert_eq!(StoreUrl::parse("scylla://a/ks?").unwrap().keyspace, "ks");
         let debug = format!("{:?}", StoreUrl::parse("scylla://u:secret@a").unwrap());
         assert!(!debug.contains("secret"), "{debug}");
         assert_eq!(redact("scylla://u:secret@a/ks"), "scylla://u:***@a/ks");
