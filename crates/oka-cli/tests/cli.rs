@@ -217,6 +217,77 @@ fn ingest_then_serve_from_redis() {
     ingest_then_serve(&url, &["--store-key-prefix", &prefix], &[]);
 }
 
+/// `oka ingest --file - --format csv` end to end: CSV piped into standard input
+/// lands in Redis, and `oka serve` answers from it. Needs `OKA_TEST_REDIS_URL`.
+#[test]
+fn ingest_from_standard_input_then_serve_from_redis() {
+    let Some(url) = service_url("OKA_TEST_REDIS_URL", "OKA_REQUIRE_REDIS") else {
+        return;
+    };
+    let prefix = format!("oka-cli-stdin-{}:", std::process::id());
+    let spec = tmp_file("seed-stdin.yaml", SEED_SPEC);
+    let mut child = Command::new(OKA)
+        .args(["ingest", "--feature", "test_feature", "--format", "csv"])
+        .args([
+            "--file",
+            "-",
+            "--store",
+            &url,
+            "--store-key-prefix",
+            &prefix,
+        ])
+        .arg("--spec")
+        .arg(&spec)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"id,value\nstdin-1,1.5\nstdin-2,2.5\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("standard input: read 2 records; wrote 2 records to `test_feature`")
+            && stdout.ends_with("; rejected 0; not written (store failed) 0\n"),
+        "{stdout}"
+    );
+
+    let spec_arg = spec.display().to_string();
+    let Oka {
+        server: _server,
+        addr,
+        ..
+    } = start_oka(
+        &[
+            "--workers",
+            "1",
+            "--spec",
+            &spec_arg,
+            "--store",
+            &url,
+            "--store-key-prefix",
+            &prefix,
+        ],
+        None,
+    );
+    let request = r#"{"target_features":["simple_feature"],"keys":[{"id":"stdin-2"},{"id":"stdin-1"}],"udf_args":{"simple_feature":{"multiplier":2.0}}}"#;
+    let (status, body) = http(addr, "POST", "/v1/features", request).unwrap();
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["results"]["simple_feature"][0][0]["value"], 5.0, "{body}");
+    assert_eq!(v["results"]["simple_feature"][1][0]["value"], 3.0, "{body}");
+}
+
 /// The seed workload on Cassandra (ScyllaDB's driver): ingest creates the schema in
 /// a keyspace of this run's own, serve finds it. Needs `OKA_TEST_CQL_URL` (set by
 /// `.ci/run`, which starts Cassandra 5).
