@@ -46,6 +46,21 @@ impl Timestamp {
         String::from_utf8(out).unwrap_or_default()
     }
 
+    /// Appends the time as a naive UTC ISO 8601 text, as Python's
+    /// `datetime.isoformat()` writes a naive datetime: `2026-12-03T03:43:20.045282`,
+    /// or `2026-12-03T03:43:20` when the microseconds are 0. For years 0–9999
+    /// ([`Self::is_rfc3339`]); other instants as [`Self::write_rfc3339`] does.
+    pub fn write_naive_utc(self, out: &mut Vec<u8>) {
+        let start = out.len();
+        self.write_rfc3339(out);
+        if self.is_rfc3339() && out[start..].ends_with(b"+00:00") {
+            out.truncate(out.len() - b"+00:00".len());
+            if out[start..].ends_with(b".000000") {
+                out.truncate(out.len() - b".000000".len());
+            }
+        }
+    }
+
     /// Appends [`Self::to_rfc3339`]'s text to `out`. Years 0–9999 are written
     /// directly (no formatter machinery: this runs once per record on the response
     /// path); other years go through chrono, and instants outside chrono's range are
@@ -130,6 +145,17 @@ impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_rfc3339())
     }
+}
+
+/// How timestamps are written in JSON answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TimeFormat {
+    /// RFC 3339 with microseconds and an explicit `+00:00` (Oka's API).
+    #[default]
+    Rfc3339,
+    /// A naive UTC time as Python's `datetime.isoformat()` writes one, without an
+    /// offset and without `.ffffff` when the microseconds are 0 (Volga's routes).
+    NaiveUtc,
 }
 
 /// The type of an entity field or a UDF argument.
@@ -361,6 +387,11 @@ impl Value {
 
     /// Appends the JSON form of this value to `out`.
     pub fn write_json(&self, out: &mut Vec<u8>) {
+        self.write_json_as(out, TimeFormat::Rfc3339);
+    }
+
+    /// [`Self::write_json`] with timestamps in `times`' form.
+    pub fn write_json_as(&self, out: &mut Vec<u8>, times: TimeFormat) {
         match self {
             Self::Null => out.extend_from_slice(b"null"),
             Self::Bool(true) => out.extend_from_slice(b"true"),
@@ -375,7 +406,10 @@ impl Value {
             Self::String(s) => write_json_str(out, s),
             Self::Timestamp(t) if t.is_rfc3339() => {
                 out.push(b'"');
-                t.write_rfc3339(out);
+                match times {
+                    TimeFormat::Rfc3339 => t.write_rfc3339(out),
+                    TimeFormat::NaiveUtc => t.write_naive_utc(out),
+                }
                 out.push(b'"');
             }
             // Beyond year 9999 or before year 0 (data from before ingest was
@@ -387,7 +421,7 @@ impl Value {
                     if i > 0 {
                         out.push(b',');
                     }
-                    v.write_json(out);
+                    v.write_json_as(out, times);
                 }
                 out.push(b']');
             }
@@ -508,6 +542,21 @@ impl Row {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn naive_utc_is_what_python_isoformat_writes() {
+        let mut out = Vec::new();
+        Timestamp(1_796_119_200_045_282).write_naive_utc(&mut out);
+        assert_eq!(out, b"2026-12-01T10:00:00.045282");
+        out.clear();
+        // Whole seconds: no fraction, as `datetime.isoformat()` leaves it out.
+        Timestamp(1_796_119_200_000_000).write_naive_utc(&mut out);
+        assert_eq!(out, b"2026-12-01T10:00:00");
+        out.clear();
+        Value::List(vec![Value::Timestamp(Timestamp(0))].into())
+            .write_json_as(&mut out, TimeFormat::NaiveUtc);
+        assert_eq!(out, br#"["1970-01-01T00:00:00"]"#);
+    }
 
     #[test]
     fn timestamps_rfc3339_cannot_write_are_null_in_answers() {

@@ -98,11 +98,22 @@ fn deadline_exceeded(deadline: Duration) -> ApiError {
 pub enum Dialect {
     /// Oka's own API (`POST /v1/features`).
     Oka,
-    /// Volga's routes (`/on_demand_compute`): an integer `server_id`.
+    /// Volga's routes (`/on_demand_compute`): an integer `server_id`, naive UTC
+    /// timestamps.
     Volga,
 }
 
 impl Dialect {
+    /// How answers of this dialect write timestamps: Volga's clients get naive UTC
+    /// times, as Volga's server wrote them (Python code compares them with naive
+    /// datetimes); Oka's API keeps RFC 3339 with its offset.
+    fn times(self) -> oka_core::value::TimeFormat {
+        match self {
+            Self::Oka => oka_core::value::TimeFormat::Rfc3339,
+            Self::Volga => oka_core::value::TimeFormat::NaiveUtc,
+        }
+    }
+
     /// The `server_id` this worker writes in answers of this dialect (JSON).
     fn server_id(self, state: &AppState) -> &str {
         match self {
@@ -156,7 +167,14 @@ pub async fn features(
     let t = Instant::now();
     let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
     let server_id = dialect.server_id(state);
-    encode::write_response(registry, &prepared, &outputs, server_id, &mut body);
+    encode::write_response(
+        registry,
+        &prepared,
+        &outputs,
+        server_id,
+        dialect.times(),
+        &mut body,
+    );
     timing.encode = t.elapsed();
 
     let elapsed = started.elapsed();

@@ -25,9 +25,10 @@ fn yarl_quote(s: &str) -> String {
 }
 
 /// What Volga's client does with the response: `OnDemandResponse(**json)`, where
-/// `results: Dict[str, List[Optional[List[Any]]]]` and `server_id: int`; the test
-/// suite then parses timestamps with Python 3.10's `datetime.fromisoformat`, which
-/// needs `YYYY-MM-DDTHH:MM:SS[.ffffff]+HH:MM` (no `Z`).
+/// `results: Dict[str, List[Optional[List[Any]]]]` and `server_id: int`. Timestamps
+/// are naive UTC as Volga's server wrote them (Python's `datetime.isoformat()` of a
+/// naive datetime: `YYYY-MM-DDTHH:MM:SS[.ffffff]`, no offset), so that client code
+/// comparing them with naive datetimes keeps working.
 fn check_volga_shape(body: &Value) {
     assert!(
         body["server_id"].is_i64(),
@@ -42,12 +43,46 @@ fn check_volga_shape(body: &Value) {
         assert_eq!(r["id"], format!("test-id-{i}"));
         assert_eq!(r["value"], i as f64 * 2.0);
         let ts = r["timestamp"].as_str().unwrap();
-        let shape_ok = ts.len() == 32
-            && ts.as_bytes()[10] == b'T'
-            && ts.ends_with("+00:00")
-            && ts.as_bytes()[19] == b'.';
-        assert!(shape_ok, "timestamp {ts} is not fromisoformat-compatible");
+        assert!(is_naive_iso(ts), "timestamp {ts} is not Volga's naive form");
     }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS` with an optional `.ffffff`, nothing after.
+fn is_naive_iso(ts: &str) -> bool {
+    let b = ts.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
+    (ts.len() == 19 || (ts.len() == 26 && b[19] == b'.' && digits(20..26)))
+        && digits(0..4)
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+}
+
+/// The native API keeps RFC 3339 with the offset; Volga's routes answer the same
+/// instant as naive UTC.
+#[tokio::test]
+async fn volga_routes_write_naive_utc_and_the_native_api_keeps_the_offset() {
+    let f = fixture().await;
+    let native = r#"{"target_features":["test_feature"],"keys":[{"id":"test-id-5"}]}"#;
+    let (status, resp) = send(&f.app, post("/v1/features", native)).await;
+    assert_eq!(status, 200);
+    let rfc = body_json(resp).await["results"]["test_feature"][0][0]["timestamp"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(rfc.ends_with("+00:00"), "{rfc}");
+    let volga = r#"{"target_features": ["test_feature"], "feature_keys": {"test_feature": [{"id": "test-id-5"}]}}"#;
+    let (status, resp) = send(&f.app, post("/on_demand_compute", volga)).await;
+    assert_eq!(status, 200);
+    let naive = body_json(resp).await["results"]["test_feature"][0][0]["timestamp"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(is_naive_iso(&naive), "{naive}");
+    let same = rfc.trim_end_matches("+00:00");
+    assert_eq!(naive, same.trim_end_matches(".000000"), "the same instant");
 }
 
 #[tokio::test]
