@@ -19,17 +19,6 @@ use cel::{DeclarationError, Env, ExecutionError};
 use crate::stats::{Acc, Stat, StatError, Takes, type_name};
 use crate::value::{Timestamp, Value};
 
-/// The functions, by name.
-pub const NAMES: [&str; 7] = [
-    "math.sum",
-    "math.mean",
-    "math.min",
-    "math.max",
-    "math.stddev",
-    "math.percentile",
-    "math.ewma",
-];
-
 /// How a function is called, for messages: `math.percentile(list, p)`.
 pub(super) fn usage(name: &str) -> Option<&'static str> {
     Some(match name {

@@ -37,7 +37,6 @@ mod functions;
 mod scalar;
 
 pub use convert::{from_cel, to_cel};
-pub use functions::NAMES as AGGREGATION_FUNCTIONS;
 pub(crate) use scalar::generated_problem;
 pub use scalar::{compile_scalar, eval_scalar, is_reserved};
 
@@ -91,7 +90,7 @@ pub const NOW: &str = "now";
 /// The shared CEL environment, built once per registry: the standard library plus
 /// the `math` (`math.greatest`, `math.least`, `math.round`, …), `strings` and `lists`
 /// extensions, and Oka's aggregation functions (`math.sum`, `math.mean`, …;
-/// [`AGGREGATION_FUNCTIONS`]).
+/// `cel_udf/functions.rs`).
 pub fn env() -> Arc<Env> {
     let mut env = Env::stdlib();
     for ext in [

@@ -12,12 +12,8 @@ const FORBIDDEN: [&str; 16] = [
     "String(", "::", "Value", "Expr", "Box<",
 ];
 
-/// (name, spec, the exact message: every line of it).
-const CASES: &[(&str, &str, &str)] = &[
-    // YAML: not YAML, wrong shapes and types, unknown names (the parser stops at the first).
-    (
-        "not_yaml",
-        r#"version: 1
+/// The spec most cases add to: an entity and a pipeline feature.
+const BASE: &str = r#"version: 1
 entities:
   Txn:
     keys: {user_id: string}
@@ -25,21 +21,21 @@ entities:
     fields: {amount: float, label: string}
 features:
   txn: {kind: pipeline, entity: Txn}
-  f: {kind: on_demand
+"#;
+
+/// (name, spec, the exact message: every line of it). A spec starting with `+` is
+/// BASE followed by the rest.
+const CASES: &[(&str, &str, &str)] = &[
+    // YAML: not YAML, wrong shapes and types, unknown names (the parser stops at the first).
+    (
+        "not_yaml",
+        r#"+  f: {kind: on_demand
 "#,
         r#"spec.yaml: not valid YAML: did not find expected ',' or '}' at line 10 column 1, while parsing a flow mapping at line 9 column 6"#,
     ),
     (
         "tab_indentation",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
 	kind: on_demand
 "#,
         r#"spec.yaml: not valid YAML: found character that cannot start any token at line 10 column 1, while scanning for the next token (a tab: YAML indents with spaces)"#,
@@ -110,15 +106,7 @@ features:
     ),
     (
         "arg_bare_number",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     args: {k: 3}
@@ -129,15 +117,7 @@ features:
     ),
     (
         "args_as_list",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     args: [k]
@@ -170,15 +150,7 @@ features:
     ),
     (
         "expr_as_list",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -208,15 +180,7 @@ features:
     ),
     (
         "empty_feature",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
 "#,
         r#"spec.yaml: features.f: missing field `kind` at line 9 column 5"#,
     ),
@@ -247,15 +211,7 @@ features:
     ),
     (
         "dependency_as_number",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [3]
     output: {fields: {n: int}}
@@ -265,15 +221,7 @@ features:
     ),
     (
         "dependency_object_typo",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, qurey: range}]
     output: {fields: {n: int}}
@@ -309,15 +257,7 @@ features:
     ),
     (
         "unknown_top_level_field",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-entitys: {}
+        r#"+entitys: {}
 "#,
         r#"spec.yaml: unknown field `entitys` (did you mean `entities`?), expected one of `version`, `entities`, `features` at line 9 column 1"#,
     ),
@@ -375,15 +315,7 @@ features:
     ),
     (
         "bad_query",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: window}]
     output: {fields: {n: int}}
@@ -393,15 +325,7 @@ features:
     ),
     (
         "feature_declared_twice",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  txn: {kind: pipeline, entity: Txn}
+        r#"+  txn: {kind: pipeline, entity: Txn}
 "#,
         r#"spec.yaml: features: `txn` is declared twice at line 9 column 3"#,
     ),
@@ -420,15 +344,7 @@ features:
     ),
     (
         "expression_given_twice",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -507,15 +423,7 @@ features:
     ),
     (
         "feature_name_reserved_word",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  in:
+        r#"+  in:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -525,15 +433,7 @@ features:
     ),
     (
         "feature_name_now",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  now:
+        r#"+  now:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -543,15 +443,7 @@ features:
     ),
     (
         "feature_name_math",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  math:
+        r#"+  math:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -561,15 +453,7 @@ features:
     ),
     (
         "argument_name_reserved",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     args: {null: {type: float}}
@@ -646,15 +530,7 @@ features:
     ),
     (
         "unknown_dependency",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [tx]
     output: {fields: {v: float}}
@@ -664,15 +540,7 @@ features:
     ),
     (
         "cycle",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  a:
+        r#"+  a:
     kind: on_demand
     entity: Txn
     dependencies: [b]
@@ -688,15 +556,7 @@ features:
     // Dependency options.
     (
         "n_on_range",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: range, n: 5}]
     output: {fields: {n: int}}
@@ -706,15 +566,7 @@ features:
     ),
     (
         "n_zero",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 0}]
     output: {fields: {n: int}}
@@ -724,15 +576,7 @@ features:
     ),
     (
         "lookback_not_positive",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: range, lookback_s: 0}]
     output: {fields: {n: int}}
@@ -742,15 +586,7 @@ features:
     ),
     (
         "last_n_on_on_demand",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -765,15 +601,7 @@ features:
     ),
     (
         "dependency_listed_twice",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn, {feature: txn, query: last_n, n: 3}]
     output: {fields: {v: float}}
@@ -829,15 +657,7 @@ features:
     ),
     (
         "on_demand_with_history",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     history: 10
@@ -848,15 +668,7 @@ features:
     ),
     (
         "on_demand_without_output",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     udf: {expr: {v: "txn.amount"}}
@@ -865,15 +677,7 @@ features:
     ),
     (
         "arg_default_wrong_type",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     args: {k: {type: float, default: "high"}}
@@ -884,15 +688,7 @@ features:
     ),
     (
         "arg_default_int_for_bool",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     args: {on: {type: bool, default: 1}}
@@ -903,15 +699,7 @@ features:
     ),
     (
         "arg_clashes_with_dependency",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     args: {txn: {type: float, default: 1.0}}
@@ -922,15 +710,7 @@ features:
     ),
     (
         "udf_missing",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -939,15 +719,7 @@ features:
     ),
     (
         "udf_expr_and_native",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -957,15 +729,7 @@ features:
     ),
     (
         "udf_unknown_native",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -976,15 +740,7 @@ features:
     // CEL expressions.
     (
         "cel_does_not_compile",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -994,15 +750,7 @@ features:
     ),
     (
         "cel_unknown_name",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     args: {multiplier: {type: float, default: 1.0}}
@@ -1013,15 +761,7 @@ features:
     ),
     (
         "cel_unknown_field_latest",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -1031,15 +771,7 @@ features:
     ),
     (
         "cel_typo_in_map",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {v: float}}
@@ -1049,15 +781,7 @@ features:
     ),
     (
         "cel_typo_in_filter",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {n: int}}
@@ -1067,15 +791,7 @@ features:
     ),
     (
         "cel_typo_in_exists",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {big: bool}}
@@ -1085,15 +801,7 @@ features:
     ),
     (
         "cel_field_on_list",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {v: float}}
@@ -1103,15 +811,7 @@ features:
     ),
     (
         "cel_int_times_float",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -1121,15 +821,7 @@ features:
     ),
     (
         "cel_result_type_mismatch",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -1139,15 +831,7 @@ features:
     ),
     (
         "cel_result_is_a_map",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -1157,15 +841,7 @@ features:
     ),
     (
         "cel_result_is_a_duration",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {age_s: int}}
@@ -1175,15 +851,7 @@ features:
     ),
     (
         "cel_sum_of_strings",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {v: float}}
@@ -1193,15 +861,7 @@ features:
     ),
     (
         "cel_sum_of_a_number",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -1211,15 +871,7 @@ features:
     ),
     (
         "cel_mean_of_int_and_float",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -1229,15 +881,7 @@ features:
     ),
     (
         "cel_percentile_out_of_range",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {v: float}}
@@ -1247,15 +891,7 @@ features:
     ),
     (
         "cel_wrong_argument_count",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -1265,15 +901,7 @@ features:
     ),
     (
         "cel_missing_expression",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float, w: float}}
@@ -1283,15 +911,7 @@ features:
     ),
     (
         "cel_expression_for_unknown_field",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -1301,15 +921,7 @@ features:
     ),
     (
         "cel_typo_for_entity_field",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -1320,15 +932,7 @@ spec.yaml: features.f.udf.expr: no expression for output field `label`"#,
     ),
     (
         "cel_all_condition_not_bool",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {all_big: bool}}
@@ -1338,15 +942,7 @@ features:
     ),
     (
         "cel_filter_condition_not_bool",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {n: int}}
@@ -1356,15 +952,7 @@ features:
     ),
     (
         "cel_ewma_wrong_arguments",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {d: float}}
@@ -1374,15 +962,7 @@ features:
     ),
     (
         "cel_misspelt_math_function",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {m: float}}
@@ -1392,15 +972,7 @@ features:
     ),
     (
         "cel_unknown_math_function",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {m: float}}
@@ -1410,15 +982,7 @@ features:
     ),
     (
         "cel_aggregation_as_method",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [{feature: txn, query: last_n, n: 10}]
     output: {fields: {total: float}}
@@ -1428,15 +992,7 @@ features:
     ),
     (
         "cel_result_mixed_list",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {pair: list<float>}}
@@ -1447,15 +1003,7 @@ features:
     // Output declared in place.
     (
         "output_without_dependencies",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     output: {fields: {v: float}}
     udf: {expr: {v: "1.0"}}
@@ -1464,15 +1012,7 @@ features:
     ),
     (
         "output_field_is_a_key",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {user_id: string}}
@@ -1482,15 +1022,7 @@ features:
     ),
     (
         "output_without_fields",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {}}
@@ -1500,15 +1032,7 @@ features:
     ),
     (
         "entity_and_output",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     entity: Txn
     dependencies: [txn]
@@ -1520,15 +1044,7 @@ features:
     // Aggregate.
     (
         "aggregate_over_latest",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: txn
@@ -1538,15 +1054,7 @@ features:
     ),
     (
         "aggregate_over_on_demand",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -1561,15 +1069,7 @@ features:
     ),
     (
         "aggregate_unknown_aggregation",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1579,15 +1079,7 @@ features:
     ),
     (
         "aggregate_misspelt_aggregation",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1597,15 +1089,7 @@ features:
     ),
     (
         "aggregate_output_list",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1615,15 +1099,7 @@ features:
     ),
     (
         "aggregate_two_in_one",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1633,15 +1109,7 @@ features:
     ),
     (
         "aggregate_percentile_without_p",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1651,15 +1119,7 @@ features:
     ),
     (
         "aggregate_p_out_of_range",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1669,15 +1129,7 @@ features:
     ),
     (
         "aggregate_ewma_without_half_life",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1687,15 +1139,7 @@ features:
     ),
     (
         "aggregate_field_typo",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1705,15 +1149,7 @@ features:
     ),
     (
         "aggregate_sum_of_string",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1723,15 +1159,7 @@ features:
     ),
     (
         "aggregate_output_is_key",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1741,15 +1169,7 @@ features:
     ),
     (
         "aggregate_with_udf",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     aggregate:
       over: {feature: txn, query: last_n, n: 10}
@@ -1760,15 +1180,7 @@ features:
     ),
     (
         "aggregate_with_dependencies",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     aggregate:
@@ -1980,15 +1392,7 @@ features:
     ),
     (
         "mock_on_demand",
-        r#"version: 1
-entities:
-  Txn:
-    keys: {user_id: string}
-    timestamp: ts
-    fields: {amount: float, label: string}
-features:
-  txn: {kind: pipeline, entity: Txn}
-  f:
+        r#"+  f:
     kind: on_demand
     dependencies: [txn]
     output: {fields: {v: float}}
@@ -2017,7 +1421,11 @@ fn every_human_error_has_its_exact_message() {
     names.dedup();
     assert_eq!(names.len(), CASES.len(), "case names repeat");
     for (name, spec, want) in CASES {
-        let got = match Registry::from_yaml("spec.yaml", spec, &NativeUdfs::new()) {
+        let spec = match spec.strip_prefix('+') {
+            Some(rest) => format!("{BASE}{rest}"),
+            None => (*spec).to_owned(),
+        };
+        let got = match Registry::from_yaml("spec.yaml", &spec, &NativeUdfs::new()) {
             Ok(_) => panic!("{name}: the spec should be rejected"),
             Err(e) => e.to_string(),
         };
