@@ -8,6 +8,7 @@ mod planning;
 mod spec_corpus;
 mod spec_errors;
 mod spec_messages;
+mod volga_guide;
 
 use oka_core::{NativeUdfs, Registry};
 
