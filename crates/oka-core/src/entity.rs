@@ -28,6 +28,9 @@ pub struct Entity {
     /// Each column's name as a JSON object key with its colon (`"name":`), written
     /// once per record on the response path.
     pub(crate) json_keys: Box<[Box<[u8]>]>,
+    /// The columns in the order a record is answered (JSON): a permutation of the
+    /// column indices.
+    pub(crate) answer_order: Box<[usize]>,
 }
 
 impl Entity {
@@ -48,13 +51,37 @@ impl Entity {
                 k.into_boxed_slice()
             })
             .collect();
+        let answer_order = (0..columns.len()).collect();
         Self {
             name: name.into(),
             columns,
             key_index,
             timestamp_index,
             json_keys,
+            answer_order,
         }
+    }
+
+    /// The same entity answering its records' columns in `order` (column indices,
+    /// each once); `None` when `order` is not a permutation of the columns.
+    #[must_use]
+    pub fn answering_in(mut self, order: Vec<usize>) -> Option<Self> {
+        let mut seen = vec![false; self.columns.len()];
+        for &i in &order {
+            if std::mem::replace(seen.get_mut(i)?, true) {
+                return None;
+            }
+        }
+        if order.len() != self.columns.len() {
+            return None;
+        }
+        self.answer_order = order.into();
+        Some(self)
+    }
+
+    /// The column indices in the order a record is answered.
+    pub fn answer_order(&self) -> &[usize] {
+        &self.answer_order
     }
 
     /// The column names that appear more than once (each repetition).

@@ -46,6 +46,6 @@ pub use error::{ErrorCode, RequestError, SpecError, SpecErrors};
 pub use key::EntityKey;
 pub use query::Query;
 pub use registry::{Entity, Feature, FeatureId, Registry};
-pub use request::{FeatureRequest, Prepared};
+pub use request::{FeatureRequest, KeyPolicy, Prepared};
 pub use udf::{NativeUdfs, UdfCall, UdfError};
 pub use value::{FieldType, Row, Timestamp, Value};

@@ -144,6 +144,11 @@ pub struct EntitySpec {
     /// Value fields and their types.
     #[serde(default, deserialize_with = "unique")]
     pub fields: IndexMap<String, FieldType>,
+    /// The order of a record's fields as answered: every key field, the timestamp
+    /// and every value field, each once (a Volga entity's declaration order, say).
+    /// Default: the keys, the timestamp, then the value fields.
+    #[serde(default)]
+    pub order: Option<Vec<String>>,
 }
 
 /// Whether a feature is precomputed or computed at request time.

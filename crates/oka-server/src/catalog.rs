@@ -76,8 +76,9 @@ pub fn encode(registry: &Registry) -> bytes::Bytes {
 fn entity_json(e: &oka_core::Entity) -> Json {
     let keys: Vec<&str> = e.keys().map(|c| &*c.name).collect();
     let columns: serde_json::Map<String, Json> = e
-        .columns
+        .answer_order()
         .iter()
+        .map(|&i| &e.columns[i])
         .map(|c| (c.name.to_string(), Json::String(c.ty.to_string())))
         .collect();
     json!({"keys": keys, "timestamp": e.timestamp_name(), "columns": columns})

@@ -85,16 +85,20 @@ impl From<StoreError> for ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
+impl ApiError {
+    /// The error as plain text, `code: message` (Volga's routes: Volga's client
+    /// shows a body it cannot parse as JSON, and reports a JSON error body as a
+    /// missing `results` field).
+    pub fn into_text_response(self) -> Response {
+        let body = format!("{}: {}\n", self.code.as_str(), self.message);
+        self.respond(body, "text/plain; charset=utf-8")
+    }
+
+    fn respond(self, body: String, content_type: &'static str) -> Response {
         let status = self.status();
-        let body =
-            serde_json::json!({"error": {"code": self.code.as_str(), "message": self.message}});
-        let mut resp = (status, body.to_string()).into_response();
-        resp.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
+        let mut resp = (status, body).into_response();
+        resp.headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut()
                 .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -113,6 +117,14 @@ impl IntoResponse for ApiError {
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));
         }
         resp
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let body =
+            serde_json::json!({"error": {"code": self.code.as_str(), "message": self.message}});
+        self.respond(body.to_string(), "application/json")
     }
 }
 

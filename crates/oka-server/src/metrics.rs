@@ -232,6 +232,35 @@ impl Refusal {
     }
 }
 
+/// Where Volga's routes were lenient with a request Oka's API refuses, a bounded
+/// label: Volga's server answered these with 200, so Volga's clients send them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Leniency {
+    /// An empty `target_features` (answered with empty results).
+    EmptyTargets,
+    /// Top-level fields Oka does not know (ignored).
+    UnknownField,
+    /// Key objects that do not fit their entity (answered `null`, status
+    /// `invalid_key`); counted per request.
+    InvalidKey,
+}
+
+impl Leniency {
+    const ALL: [Leniency; 3] = [
+        Leniency::EmptyTargets,
+        Leniency::UnknownField,
+        Leniency::InvalidKey,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            Self::EmptyTargets => "empty_targets",
+            Self::UnknownField => "unknown_field",
+            Self::InvalidKey => "invalid_key",
+        }
+    }
+}
+
 /// Storage queries, a bounded label.
 const QUERIES: [&str; 3] = ["latest", "range", "last_n"];
 
@@ -306,6 +335,7 @@ pub struct Metrics {
     accept_errors: [Counter; 2],
     unanswered: Counter,
     reloads: [Counter; 3],
+    lenient: [Counter; 3],
 }
 
 /// How a reload request ended, a bounded label.
@@ -363,6 +393,7 @@ impl Metrics {
             accept_errors: Default::default(),
             unanswered: Counter::default(),
             reloads: Default::default(),
+            lenient: Default::default(),
         }
     }
 
@@ -399,6 +430,16 @@ impl Metrics {
     /// A reload request ended.
     pub fn reload(&self, result: ReloadResult) {
         self.reloads[result as usize].add(1);
+    }
+
+    /// A Volga route served a request Oka's API would refuse.
+    pub fn lenient(&self, what: Leniency) {
+        self.lenient[what as usize].add(1);
+    }
+
+    /// How many requests were served with leniency `what`.
+    pub fn lenient_count(&self, what: Leniency) -> u64 {
+        self.lenient[what as usize].get()
     }
 
     /// A finished HTTP request.

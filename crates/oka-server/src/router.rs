@@ -314,18 +314,42 @@ async fn compute(
     dialect: Dialect,
 ) -> Response {
     tracked(state, route, |started| async move {
-        authorize(state, headers, Scope::Read)?;
-        let deadline = deadline_header(headers)?;
-        let body = body.await?;
-        let _slot = admit(state)?;
-        let (out, timing) = serve::features(state, &body, dialect, started, deadline).await?;
-        let mut resp = json_response(out);
-        if let Ok(v) = HeaderValue::from_str(&timing.header()) {
-            resp.headers_mut().insert("server-timing", v);
+        let answer = async {
+            authorize(state, headers, Scope::Read)?;
+            let deadline = deadline_header(headers)?;
+            let body = body.await?;
+            let _slot = admit(state)?;
+            let (out, timing) = serve::features(state, &body, dialect, started, deadline).await?;
+            let mut resp = json_response(out);
+            if let Ok(v) = HeaderValue::from_str(&timing.header()) {
+                resp.headers_mut().insert("server-timing", v);
+            }
+            Ok::<_, ApiError>(resp)
+        };
+        match answer.await {
+            Err(e) if dialect == Dialect::Volga && !asks_for_json(headers) => {
+                Ok(e.into_text_response())
+            }
+            other => other,
         }
-        Ok(resp)
     })
     .await
+}
+
+/// Whether the request's `Accept` names JSON. Volga's routes answer errors as
+/// plain text unless it does: Volga's client (aiohttp, `Accept: */*`) shows such a
+/// body in its exception, while a JSON error body fails its response model with a
+/// message about a missing `results` field.
+fn asks_for_json(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| {
+            let t = t.split(';').next().unwrap_or_default().trim();
+            t.eq_ignore_ascii_case("application/json")
+        })
 }
 
 async fn post_features(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {

@@ -10,10 +10,12 @@ use futures::future::try_join_all;
 use oka_core::execute::{ExecuteError, Fetched, Outputs, execute};
 use oka_core::json::BodyError;
 use oka_core::request::Prepared;
-use oka_core::{ErrorCode, FeatureRequest, Registry, Timestamp, encode};
+use oka_core::value::TimeFormat;
+use oka_core::{ErrorCode, FeatureRequest, KeyPolicy, Registry, Timestamp, encode};
 use tracing::debug;
 
 use crate::error::ApiError;
+use crate::metrics::Leniency;
 use crate::state::{AppState, Loaded};
 
 /// Where a request's time went (the `Server-Timing` header).
@@ -73,6 +75,23 @@ pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
     })
 }
 
+/// Parses a feature request body as Volga's server did: top-level fields it does
+/// not know are ignored (pydantic's default), and counted.
+fn parse_volga_request(state: &AppState, body: &[u8]) -> Result<FeatureRequest, ApiError> {
+    match parse_request(body) {
+        Err(e) if e.code == ErrorCode::UnknownField => {
+            let mut object: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
+                serde_json::from_slice(body).map_err(|_| e.clone())?;
+            object.retain(|k, _| FeatureRequest::FIELDS.contains(&k.as_str()));
+            let known = serde_json::to_vec(&object).map_err(|_| e)?;
+            let request = parse_request(&known)?;
+            state.shared.metrics.lenient(Leniency::UnknownField);
+            Ok(request)
+        }
+        other => other,
+    }
+}
+
 /// Deadlines a request may ask for, in milliseconds (header or body).
 pub const DEADLINE_MS: std::ops::RangeInclusive<u64> = 1..=600_000;
 
@@ -107,10 +126,10 @@ impl Dialect {
     /// How answers of this dialect write timestamps: Volga's clients get naive UTC
     /// times, as Volga's server wrote them (Python code compares them with naive
     /// datetimes); Oka's API keeps RFC 3339 with its offset.
-    fn times(self) -> oka_core::value::TimeFormat {
+    fn times(self) -> TimeFormat {
         match self {
-            Self::Oka => oka_core::value::TimeFormat::Rfc3339,
-            Self::Volga => oka_core::value::TimeFormat::NaiveUtc,
+            Self::Oka => TimeFormat::Rfc3339,
+            Self::Volga => TimeFormat::NaiveUtc,
         }
     }
 
@@ -138,13 +157,32 @@ pub async fn features(
 
     // 1. Parse and validate; the plan was built at load. One spec version serves
     //    the whole request, even if a reload lands meanwhile.
-    let request = parse_request(body)?;
+    //    Volga's routes are as lenient as Volga's server where it answered 200.
+    let request = match dialect {
+        Dialect::Oka => parse_request(body)?,
+        Dialect::Volga => parse_volga_request(state, body)?,
+    };
     let budget = time_budget(&request, deadline, shared.limits.default_deadline)?;
     let deadline_at = started + budget;
+    if dialect == Dialect::Volga && request.target_features.is_empty() {
+        shared.metrics.lenient(Leniency::EmptyTargets);
+        let body = format!(
+            r#"{{"results":{{}},"server_id":{}}}"#,
+            state.volga_server_id
+        );
+        return Ok((body.into_bytes(), timing));
+    }
     let loaded = shared.loaded.load_full();
     let registry = &loaded.registry;
     let now = Timestamp::now();
-    let prepared = registry.prepare_with(&request, now, &shared.limits.request)?;
+    let keys = match dialect {
+        Dialect::Oka => KeyPolicy::Strict,
+        Dialect::Volga => KeyPolicy::NullForBadKeys,
+    };
+    let prepared = registry.prepare_as(&request, now, &shared.limits.request, keys)?;
+    if prepared.invalid_keys() > 0 {
+        shared.metrics.lenient(Leniency::InvalidKey);
+    }
     timing.parse = started.elapsed();
 
     // 2. The reads: one batched store call per (pipeline feature, query) of each

@@ -63,13 +63,67 @@ impl Loader {
                     ty: ty.clone(),
                 });
             }
-            let entity = Entity::new(name, columns, key_index, timestamp_index);
+            let mut entity = Entity::new(name, columns, key_index, timestamp_index);
             for c in entity.duplicate_columns() {
                 self.err(&path, format!("field `{c}` is declared twice"));
+            }
+            if let Some(order) = &e.order {
+                entity = self.answer_order(&path, entity, order);
             }
             out.insert(Arc::<str>::from(name.as_str()), Arc::new(entity));
         }
         out
+    }
+
+    /// `entity` answering its records in `order` (an entity's `order:`): every
+    /// column named once. On a problem, the error, and the default order.
+    fn answer_order(&mut self, path: &str, entity: Entity, order: &[String]) -> Entity {
+        let names = || entity.columns.iter().map(|c| &*c.name);
+        let mut indices = Vec::with_capacity(order.len());
+        let mut misspelt = false;
+        for (i, name) in order.iter().enumerate() {
+            match entity.column_index(name) {
+                Some(c) if indices.contains(&c) => self.err(
+                    format!("{path}.order[{i}]"),
+                    format!("`{name}` is listed twice"),
+                ),
+                Some(c) => indices.push(c),
+                None => {
+                    misspelt = true;
+                    self.err(
+                        format!("{path}.order[{i}]"),
+                        format!(
+                            "`{name}` is not a field of entity `{}` (its fields: {}){}",
+                            entity.name,
+                            names().collect::<Vec<_>>().join(", "),
+                            crate::error::did_you_mean(name, names())
+                        ),
+                    );
+                }
+            }
+        }
+        let missing: Vec<&str> = names()
+            .enumerate()
+            .filter(|(c, _)| !indices.contains(c))
+            .map(|(_, n)| n)
+            .collect();
+        // A misspelt name is reported once, as such, not also as a missing one.
+        if !missing.is_empty() && !misspelt {
+            self.err(
+                format!("{path}.order"),
+                format!(
+                    "`order` lists the answer order of every field, and leaves out {}: add {}",
+                    missing
+                        .iter()
+                        .map(|n| format!("`{n}`"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    if missing.len() == 1 { "it" } else { "them" }
+                ),
+            );
+        }
+        let fallback = entity.clone();
+        entity.answering_in(indices).unwrap_or(fallback)
     }
 
     /// Checks how a feature names its output entity: a pipeline feature by

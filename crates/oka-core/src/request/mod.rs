@@ -60,6 +60,20 @@ impl FeatureRequest {
     ];
 }
 
+/// What a request does with a key object that does not fit the entities its key
+/// list is read against (a field of the wrong type, an unknown field, a key field
+/// missing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyPolicy {
+    /// The request fails with `invalid_key` (Oka's API).
+    #[default]
+    Strict,
+    /// That key is answered `null` with status `invalid_key`, and the other keys are
+    /// served (Volga's routes: Volga's server looked such a key up, found nothing
+    /// and answered `null`).
+    NullForBadKeys,
+}
+
 /// The default largest number of keys in one request (over all key lists).
 pub const MAX_KEYS: usize = 10_000;
 /// The default largest number of targets in one request.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::keys::{EntityKeys, ParsedKeys, Use};
 use super::{ArgMap, ArgMaps, FieldMap, KeyObject};
-use super::{FeatureRequest, RequestLimits, err, truncate};
+use super::{FeatureRequest, KeyPolicy, RequestLimits, err, truncate};
 use super::{Fetch, FetchId, Group, Prepared, Target};
 use crate::error::{ErrorCode, RequestError};
 use crate::plan::{Plan, SlotQuery};
@@ -35,6 +35,18 @@ impl Registry {
         now: Timestamp,
         limits: &RequestLimits,
     ) -> Result<Prepared, RequestError> {
+        self.prepare_as(req, now, limits, KeyPolicy::Strict)
+    }
+
+    /// Validates `req` under `limits`, treating key objects that do not fit as
+    /// `policy` says, and resolves everything execution needs.
+    pub fn prepare_as(
+        &self,
+        req: &FeatureRequest,
+        now: Timestamp,
+        limits: &RequestLimits,
+        policy: KeyPolicy,
+    ) -> Result<Prepared, RequestError> {
         let targets = self.targets(req, limits)?;
         let feature_keys = self.feature_key_lists(req, limits)?;
         let group_of = self.assign_key_lists(&targets, &feature_keys, req.keys.is_some())?;
@@ -50,7 +62,8 @@ impl Registry {
             };
             ts.sort_unstable();
             let plan = self.plan(&ts);
-            groups.push(self.group(plan, keys, &query_args, &udf_args, now, &mut fetches)?);
+            let args = (&query_args[..], &udf_args[..]);
+            groups.push(self.group(plan, keys, policy, args, now, &mut fetches)?);
         }
         let targets = place_targets(&targets, &groups)?;
         Ok(Prepared {
@@ -236,15 +249,29 @@ impl Registry {
         &self,
         plan: Arc<Plan>,
         keys: &[KeyObject],
-        query_args: &[(FeatureId, &ArgMap)],
-        udf_args: &[(FeatureId, &ArgMap)],
+        policy: KeyPolicy,
+        (query_args, udf_args): (&GivenArgs<'_>, &GivenArgs<'_>),
         now: Timestamp,
         fetches: &mut Vec<Fetch>,
     ) -> Result<Group, RequestError> {
         if keys.is_empty() {
             return Err(err(ErrorCode::MissingKeys, "the key list is empty"));
         }
-        let parsed = self.parse_keys(&plan, keys)?;
+        let (parsed, served) = match self.parse_keys(&plan, keys) {
+            Ok(parsed) => (parsed, None),
+            Err(e) if e.code == ErrorCode::InvalidKey && policy == KeyPolicy::NullForBadKeys => {
+                // Only on a request with a bad key: each key alone, then the good ones.
+                let served: Box<[usize]> = (0..keys.len())
+                    .filter(|&i| {
+                        self.parse_keys(&plan, std::slice::from_ref(&keys[i]))
+                            .is_ok()
+                    })
+                    .collect();
+                let good: Vec<KeyObject> = served.iter().map(|&i| keys[i].clone()).collect();
+                (self.parse_keys(&plan, &good)?, Some((keys.len(), served)))
+            }
+            Err(e) => return Err(e),
+        };
         let first = fetches.len();
         let mut slot_fetch = Vec::with_capacity(plan.slots.len());
         for slot in &plan.slots {
@@ -277,7 +304,8 @@ impl Registry {
         }
         Ok(Group {
             plan,
-            key_count: keys.len(),
+            key_count: served.as_ref().map_or(keys.len(), |(_, s)| s.len()),
+            served,
             slot_fetch,
             step_args,
             step_keys,
@@ -420,6 +448,9 @@ impl Registry {
         }
     }
 }
+
+/// Arguments given per feature (`query_args`, `udf_args`).
+type GivenArgs<'a> = [(FeatureId, &'a ArgMap)];
 
 /// Targets by the key list they use (`None`: the request's `keys`).
 type KeyGroups = Vec<(Option<usize>, Vec<FeatureId>)>;

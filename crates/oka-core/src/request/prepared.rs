@@ -37,8 +37,13 @@ pub struct Fetch {
 pub struct Group {
     /// The plan of this group's targets.
     pub plan: Arc<Plan>,
-    /// How many keys.
+    /// How many keys are served (the request's, less those refused by
+    /// [`KeyPolicy::NullForBadKeys`](super::KeyPolicy)).
     pub key_count: usize,
+    /// Under [`KeyPolicy::NullForBadKeys`](super::KeyPolicy), when keys were
+    /// refused: the request's key count, and the request index of each key served
+    /// (ascending). `None`: every key of the list is served, in order.
+    pub served: Option<(usize, Box<[usize]>)>,
     /// For each plan slot, the read that serves it.
     pub slot_fetch: Vec<FetchId>,
     /// For each plan step, its UDF arguments.
@@ -78,9 +83,17 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// The total number of keys over all groups.
+    /// The total number of keys served over all groups.
     pub fn key_count(&self) -> usize {
         self.groups.iter().map(|g| g.key_count).sum()
+    }
+
+    /// How many keys were answered `null` as invalid ([`KeyPolicy::NullForBadKeys`](super::KeyPolicy)).
+    pub fn invalid_keys(&self) -> usize {
+        self.groups
+            .iter()
+            .filter_map(|g| g.served.as_ref().map(|(n, s)| n - s.len()))
+            .sum()
     }
 
     /// The storage reads this request needs, each with its id.

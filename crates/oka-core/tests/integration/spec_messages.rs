@@ -28,6 +28,26 @@ features:
 /// by the rest.
 const CASES: &[(&str, &str, &str)] = &[
     (
+        "entity_order_problems",
+        r##"version: 1
+entities:
+  A:
+    keys: {id: string}
+    timestamp: ts
+    fields: {value: float, n: int}
+    order: [id, valeu, ts, n]
+  B:
+    keys: {id: string}
+    timestamp: ts
+    fields: {value: float, n: int}
+    order: [id, n, id, ts]
+features: {}
+"##,
+        r##"spec.yaml: entities.A.order[1]: `valeu` is not a field of entity `A` (its fields: id, ts, value, n) (did you mean `value`?)
+spec.yaml: entities.B.order[2]: `id` is listed twice
+spec.yaml: entities.B.order: `order` lists the answer order of every field, and leaves out `value`: add it"##,
+    ),
+    (
         "aggregate_output_value_shape",
         r##"+  a:
     kind: on_demand

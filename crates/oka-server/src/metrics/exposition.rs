@@ -20,7 +20,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use super::{
-    ConnTimeout, Counter, FeatureMetrics, Gauge, Histogram, Metrics, QUERIES, Refusal,
+    ConnTimeout, Counter, FeatureMetrics, Gauge, Histogram, Leniency, Metrics, QUERIES, Refusal,
     RegistryMetrics, ReloadResult, Route, STATUS_CLASSES, WorkerCounters,
 };
 
@@ -149,6 +149,15 @@ impl Collector for Scrape {
             "oka_http_shutdown_unanswered_connections",
             "Connections a shutdown closed while complete requests on them were unanswered.",
             &m.unanswered,
+        )?;
+        family(
+            e,
+            "oka_volga_lenient_requests",
+            "Requests on Volga's routes served where Oka's API would refuse them, by case (empty_targets, unknown_field: ignored, invalid_key: such keys answered null).",
+            MetricType::Counter,
+            Leniency::ALL
+                .iter()
+                .map(|l| ([("case", l.label())], &m.lenient[*l as usize])),
         )?;
         family(
             e,

@@ -104,7 +104,10 @@ async fn every_error_class_is_a_json_error_with_its_status() {
             "method_not_allowed",
         ),
         (
-            get("/on_demand_compute/not%20json"),
+            Request::get("/on_demand_compute/not%20json")
+                .header("accept", "application/json")
+                .body(Body::empty())
+                .unwrap(),
             400,
             "malformed_request",
         ),

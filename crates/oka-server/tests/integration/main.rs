@@ -8,6 +8,7 @@ mod resilience;
 mod serving;
 mod sockets;
 mod volga;
+mod volga_dialect;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
