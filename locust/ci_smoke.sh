@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
-# CI smoke test of the Locust suite against a local `oka serve --demo`.
+# CI smoke test of the Locust suite against a local `oka serve --demo` (the seed workload)
+# and a local `oka serve --spec examples/workloads/payments/spec.yaml` (a non-seed one).
 #
 #   bash locust/ci_smoke.sh target/debug/oka
 #
 # 1. venv at locust/.venv (created once; pip runs again only when requirements.txt changes)
-# 2. oka serve --demo on two free loopback ports, 2 workers; stopped by PID on exit
-# 3. three short runs through run.py (about 30 s in all):
-#      step  native API, stepwise ramp 2 → 8 paced users, 2 keys per request (≈16 s)
-#      rate  Volga GET /on_demand_compute/{json}, constant arrival rate 40 then 80 RPS (8 s)
-#      neg   a key space twice what the server holds: the checks MUST report failures
-# 4. plot.py over the first two runs
+# 2. oka serve --demo on two free loopback ports, 2 workers; the payments spec on two
+#    more, 1 worker, its data.jsonl loaded through POST /v1/ingest (locust/ingest.py);
+#    both stopped by PID on exit
+# 3. short runs through run.py (about 45 s in all):
+#      step      seed, native API, stepwise ramp 2 → 8 paced users, 2 keys per request (≈16 s)
+#      rate      seed, Volga GET /on_demand_compute/{json}, 40 then 80 RPS (8 s)
+#      neg       seed, a key space twice what the server holds: MUST fail (not_present)
+#      pay       payments workload file (keys user_id + merchant; a pipeline read, a CEL
+#                feature with arguments, a last_n aggregate), Volga GET, 2 keys per
+#                request, 40 then 80 RPS (4 s): every value checked
+#      pay-neg   the same with one deliberately wrong expectation (a JSON workload written
+#                here): MUST fail with wrong_value and nothing else
+#      pay-reg   the workload built from the server's GET /v1/features (--oka-workload
+#                registry, --oka-key patterns), native API (2 s)
+# 4. plot.py over step, rate and pay (two worker counts, so scaling.png is drawn), and
+#    over rate alone (one worker count: no scaling.png, a note instead)
 # 5. assertions (exit 1 if any fails): no failures and every request's values checked
-#    (checked count == requests, values == requests × batch × targets, Locust's own count
-#    agrees), server /stats samples with qps > 0, the shape reached its users, the
-#    negative control failed as it should, and non-empty PNGs.
+#    (checked count == requests, values == requests × batch × targets, field checks ==
+#    requests × batch × the workload's checks per key, none for presence only, Locust's
+#    own count agrees), server /stats samples with qps > 0, the shape reached its users,
+#    the negative controls failed as they should, and non-empty PNGs.
 # Outputs go to locust/out/ci-smoke/ (recreated each run).
 set -euo pipefail
 
@@ -37,7 +49,7 @@ fi
 want=$(sha256sum "$HERE/requirements.txt" | cut -d' ' -f1)
 stamp=$VENV/.requirements.sha256
 if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]] \
-   || ! "$VENV/bin/python" -c 'import locust, matplotlib' 2>/dev/null; then
+   || ! "$VENV/bin/python" -c 'import locust, matplotlib, yaml' 2>/dev/null; then
   echo "ci_smoke: pip install -r locust/requirements.txt"
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$HERE/requirements.txt"
   echo "$want" > "$stamp"
@@ -49,34 +61,49 @@ VPY=$VENV/bin/python
 rm -rf "$OUT"
 mkdir -p "$OUT"
 
-# ---- 2. server on free loopback ports
-read -r PORT APORT < <("$VPY" - <<'EOF'
+# ---- 2. servers on free loopback ports
+REPO=$(cd "$HERE/.." && pwd)
+PAY=$REPO/examples/workloads/payments
+read -r PORT APORT PPORT PAPORT < <("$VPY" - <<'EOF'
 import socket
-a, b = socket.socket(), socket.socket()
-a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
-print(a.getsockname()[1], b.getsockname()[1])
+socks = [socket.socket() for _ in range(4)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*(s.getsockname()[1] for s in socks))
 EOF
 )
-"$BIN" serve --demo --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$APORT" --workers 2 \
-  > "$OUT/oka.log" 2>&1 &
-OKA_PID=$!
+PIDS=()
 cleanup() {
-  if kill -0 "$OKA_PID" 2>/dev/null; then
-    kill "$OKA_PID" 2>/dev/null || true
-    wait "$OKA_PID" 2>/dev/null || true
-  fi
+  local pid
+  for pid in "${PIDS[@]}"; do
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || true
+    fi
+  done
 }
 trap cleanup EXIT
 
-"$VPY" - "$APORT" "$OKA_PID" <<'EOF'
+"$BIN" serve --demo --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$APORT" --workers 2 \
+  > "$OUT/oka.log" 2>&1 &
+OKA_PID=$!
+PIDS+=("$OKA_PID")
+# No --store: the in-memory store (it warns that the data lasts as long as the process).
+"$BIN" serve --spec "$PAY/spec.yaml" --listen "127.0.0.1:$PPORT" --admin-listen "127.0.0.1:$PAPORT" \
+  --workers 1 > "$OUT/oka-payments.log" 2>&1 &
+PAY_PID=$!
+PIDS+=("$PAY_PID")
+
+wait_ready() {  # ADMIN_PORT PID LOG
+  "$VPY" - "$1" "$2" "$3" <<'EOF'
 import os, sys, time, urllib.request
-port, pid = sys.argv[1], int(sys.argv[2])
+port, pid, logf = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 deadline = time.time() + 30
 while time.time() < deadline:
     try:
         os.kill(pid, 0)
     except OSError:
-        sys.exit("ci_smoke: oka exited before it was ready")
+        sys.exit(f"ci_smoke: oka exited before it was ready; see {logf}")
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1) as r:
             if r.status == 200:
@@ -84,12 +111,28 @@ while time.time() < deadline:
     except OSError:
         pass
     time.sleep(0.2)
-sys.exit("ci_smoke: oka not ready after 30 s")
+sys.exit(f"ci_smoke: oka not ready after 30 s; see {logf}")
 EOF
-echo "ci_smoke: oka (pid $OKA_PID) ready on 127.0.0.1:$PORT, admin 127.0.0.1:$APORT"
+}
+wait_ready "$APORT" "$OKA_PID" "$OUT/oka.log"
+echo "ci_smoke: oka --demo (pid $OKA_PID) ready on 127.0.0.1:$PORT, admin 127.0.0.1:$APORT"
+wait_ready "$PAPORT" "$PAY_PID" "$OUT/oka-payments.log"
+echo "ci_smoke: oka --spec payments (pid $PAY_PID) ready on 127.0.0.1:$PPORT, admin 127.0.0.1:$PAPORT"
+"$VPY" "$HERE/ingest.py" --url "http://127.0.0.1:$PPORT" "purchases=$PAY/data.jsonl"
 
 HOST=http://127.0.0.1:$PORT
 ADMIN=http://127.0.0.1:$APORT
+PHOST=http://127.0.0.1:$PPORT
+PADMIN=http://127.0.0.1:$PAPORT
+# The payments workload with one deliberately wrong expectation (total off by 1.0), as
+# JSON: pay-neg must fail with wrong_value on every request.
+"$VPY" - "$PAY/workload.yaml" "$OUT/wrong-workload.json" <<'EOF'
+import json, sys, yaml
+w = yaml.safe_load(open(sys.argv[1]))
+total = w["checks"]["spend_last3"]["fields"]["total"]
+total["expect"] = f"({total['expect']}) + 1.0"
+json.dump(w, open(sys.argv[2], "w"), indent=1)
+EOF
 
 # ---- 3. runs (run.py exits with Locust's status: 1 when any request failed)
 set +e
@@ -105,16 +148,36 @@ rc_rate=$?
   --out "$OUT/neg" --timeout 60 -- --oka-shape rate --oka-rate 40 --oka-rate-time 2 \
   --oka-user-rps 20 --oka-keys 20000 > "$OUT/neg.out" 2>&1
 rc_neg=$?
+"$VPY" "$HERE/run.py" --quiet --host "$PHOST" --admin-url "$PADMIN" --name ci-payments \
+  --out "$OUT/pay" --timeout 60 -- --oka-workload "$PAY/workload.yaml" --oka-api volga \
+  --oka-batch 2 --oka-shape rate --oka-rate 40,80 --oka-rate-time 2 --oka-user-rps 20
+rc_pay=$?
+"$VPY" "$HERE/run.py" --quiet --host "$PHOST" --admin-url "$PADMIN" --name ci-payments-negative \
+  --out "$OUT/pay-neg" --timeout 60 -- --oka-workload "$OUT/wrong-workload.json" \
+  --oka-shape rate --oka-rate 40 --oka-rate-time 2 --oka-user-rps 20 > "$OUT/pay-neg.out" 2>&1
+rc_pay_neg=$?
+"$VPY" "$HERE/run.py" --quiet --host "$PHOST" --admin-url "$PADMIN" --name ci-payments-registry \
+  --out "$OUT/pay-reg" --timeout 60 -- --oka-workload registry \
+  --oka-targets discounted,spend_last3 --oka-key 'user_id=int:1000 + i' \
+  --oka-key 'merchant=m-{i % 7}' --oka-keys 400 --oka-udf-arg discounted.rate=0.5 \
+  --oka-shape rate --oka-rate 40 --oka-rate-time 2 --oka-user-rps 20
+rc_pay_reg=$?
 set -e
 
-# ---- 4. plots
-"$VPY" "$HERE/plot.py" "$OUT/step" "$OUT/rate" -o "$OUT/plots" \
+# ---- 4. plots (step and rate: 2 workers; pay: 1 worker)
+"$VPY" "$HERE/plot.py" "$OUT/rate" -o "$OUT/plots-one" > "$OUT/plot-one.out" 2>&1 &
+PLOT_ONE_PID=$!
+PIDS+=("$PLOT_ONE_PID")
+"$VPY" "$HERE/plot.py" "$OUT/step" "$OUT/rate" "$OUT/pay" -o "$OUT/plots" > "$OUT/plot.out" 2>&1 \
   || echo "ci_smoke: plot.py failed (the PNG checks below will fail)"
+cat "$OUT/plot.out"
+wait "$PLOT_ONE_PID" || echo "ci_smoke: plot.py over one run failed"
 
 # ---- 5. assertions
-"$VPY" - "$OUT" "$rc_step" "$rc_rate" "$rc_neg" <<'EOF'
+"$VPY" - "$OUT" "$rc_step" "$rc_rate" "$rc_neg" "$rc_pay" "$rc_pay_neg" "$rc_pay_reg" <<'EOF'
 import json, os, sys
-out, rc_step, rc_rate, rc_neg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+out = sys.argv[1]
+rc_step, rc_rate, rc_neg, rc_pay, rc_pay_neg, rc_pay_reg = map(int, sys.argv[2:8])
 passed, failed = [], []
 
 def check(name, ok, detail=""):
@@ -125,26 +188,48 @@ def load(run):
     p = os.path.join(out, run, "result.json")
     return json.load(open(p)) if os.path.exists(p) else None
 
-for run, rc, want_users in (("step", rc_step, 8), ("rate", rc_rate, 4)):
+def clean_run(run, rc, want_workload, want_batch, want_targets):
+    """The checks every run without failures must pass; returns the result or None."""
     r = load(run)
     check(f"{run}: result.json written", r is not None)
     if r is None:
-        continue
+        return None
     sm, ck, md = r["summary"], r["checks"], r["run_metadata"]
-    o = md["oka_options"]
+    w = md.get("workload") or {}
     n, nf = sm["requests"], sm["failures"]
     check(f"{run}: run.py/Locust exit 0", rc == 0 and md["locust_exit_code"] == 0, f"rc {rc}")
+    check(f"{run}: workload {want_workload}, batch {want_batch}, targets {','.join(want_targets)}",
+          w.get("name") == want_workload and w.get("batch") == want_batch
+          and w.get("targets") == want_targets,
+          f"{w.get('name')}, batch {w.get('batch')}, targets {w.get('targets')}")
     check(f"{run}: requests > 0 and no failures", n > 0 and nf == 0, f"{n} requests, {nf} failures")
     lt = sm.get("locust_totals") or {}
     check(f"{run}: Locust's own count agrees", lt.get("requests") == n and lt.get("failures") == 0,
           f"locust {lt.get('requests')}/{lt.get('failures')}")
-    targets = len(o["oka_targets"].split(","))
-    want_vals = n * o["oka_batch"] * targets
+    want_vals = n * want_batch * len(want_targets)
+    # Each checked record gets each field check of its target: with `record: last` (these
+    # runs) one record per key and target, so the count is exact.
+    per_key = w.get("field_checks") or {}
+    want_fields = n * want_batch * sum(per_key.get(t, 0) for t in want_targets)
     bad = {k: v for k, v in ck.items() if k.startswith("fail_")}
     check(f"{run}: every request's values checked",
-          ck.get("requests_checked") == n and ck.get("values_checked") == want_vals and not bad,
-          f"{ck.get('requests_checked')} requests, {ck.get('values_checked')} values "
-          f"(want {n}, {want_vals}), failures {bad}")
+          ck.get("requests_checked") == n and ck.get("values_checked") == want_vals and not bad
+          and not w.get("record_all") and ck.get("fields_checked") == want_fields,
+          f"{ck.get('requests_checked')} requests, {ck.get('values_checked')} values, "
+          f"{ck.get('fields_checked')} field checks (want {n}, {want_vals}, {want_fields}), "
+          f"failures {bad}")
+    check(f"{run}: every target has value checks (none for presence only)",
+          sorted(w.get("checked_targets") or []) == sorted(want_targets)
+          and all(per_key.get(t, 0) > 0 for t in want_targets) and not ck.get("presence_only"),
+          f"checked {w.get('checked_targets')}, field checks per key {per_key}, "
+          f"presence only {ck.get('presence_only', 0)}")
+    return r
+
+
+for run, rc, want_users in (("step", rc_step, 8), ("rate", rc_rate, 4)):
+    r = clean_run(run, rc, "seed", 2 if run == "step" else 1, ["simple_feature"])
+    if r is None:
+        continue
     # Only /stats samples whose 5 s window lies inside this run count (run.py keeps those in
     # the per-second samples), so the previous run's traffic cannot satisfy this.
     smp = r["samples"]
@@ -165,10 +250,45 @@ check("negative control: unpopulated keys are reported as failures",
       r is not None and rc_neg == 1 and nf > 0 and r["summary"]["failures"] == nf,
       f"rc {rc_neg}, check failures {nf}, failures {(r or {}).get('summary', {}).get('failures')}")
 
-for png in ("step_timeline.png", "rate_timeline.png", "latency_vs_rps.png", "scaling.png"):
+# The non-seed workload: two key fields (int and string) on Volga's route, three targets
+# of three kinds, every value checked against its expectation.
+r = clean_run("pay", rc_pay, "payments", 2, ["purchases", "discounted", "spend_last3"])
+if r is not None:
+    w = r["run_metadata"]["workload"]
+    check("pay: key objects of user_id (int) and merchant (string), udf_args and query_args sent",
+          w["key_fields"] == ["user_id", "merchant"] and bool(w["udf_args"].get("discounted"))
+          and w["query_args"].get("purchases") == {"n": 3}, f"{w['key_fields']}")
+    mu = max((s.get("users") or 0 for s in r["samples"]), default=0)
+    check("pay: shape reached 4 users", mu == 4, f"max users {mu}")
+
+r = load("pay-neg")
+ck = (r or {}).get("checks", {})
+fails = {k: v for k, v in ck.items() if k.startswith("fail_")}
+nreq = (r or {}).get("summary", {}).get("requests", 0)
+check("negative control (payments): a wrong expectation fails every request as wrong_value",
+      r is not None and rc_pay_neg == 1 and nreq > 0 and list(fails) == ["fail_wrong_value"]
+      and fails["fail_wrong_value"] == nreq == r["summary"]["failures"],
+      f"rc {rc_pay_neg}, {nreq} requests, check failures {fails}")
+
+r = clean_run("pay-reg", rc_pay_reg, "registry", 1, ["discounted", "spend_last3"])
+if r is not None:
+    w = r["run_metadata"]["workload"]
+    check("pay-reg: the registry's key fields, its value columns as checks, the override sent",
+          w["key_fields"] == ["user_id", "merchant"] and w["origin"].endswith("/v1/features")
+          and w["field_checks"] == {"discounted": 2, "spend_last3": 5}
+          and w["udf_args"] == {"discounted": {"rate": 0.5}},
+          f"keys {w['key_fields']}, field checks {w['field_checks']}, udf_args {w['udf_args']}")
+
+for png in ("step_timeline.png", "rate_timeline.png", "pay_timeline.png", "latency_vs_rps.png",
+            "scaling.png"):
     p = os.path.join(out, "plots", png)
     ok = os.path.exists(p) and os.path.getsize(p) > 1000 and open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
     check(f"plot {png} written", ok, f"{os.path.getsize(p) if os.path.exists(p) else 0} bytes")
+one = open(os.path.join(out, "plot-one.out")).read()
+check("plot over one worker count: no scaling.png, and a note that says why",
+      not os.path.exists(os.path.join(out, "plots-one", "scaling.png"))
+      and "scaling.png not drawn: all runs have 2 workers" in one
+      and os.path.exists(os.path.join(out, "plots-one", "rate_timeline.png")), one.strip()[-300:])
 
 print(f"locust-smoke: {len(passed)} passed, {len(failed)} failed")
 sys.exit(1 if failed else 0)

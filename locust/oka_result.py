@@ -108,6 +108,21 @@ def workers_of(doc: dict) -> tuple[float | None, str]:
     return None, "unknown"
 
 
+def client_limited(doc: dict) -> bool:
+    """Locust reported high CPU on a load generator: the client, not Oka, may have been
+    the limit, so the run's peak is a lower bound of what the server sustains."""
+    return bool(doc.get("run_metadata", {}).get("locust_cpu_warning"))
+
+
+def peak_label(doc: dict, ps: dict | None, unit: str = "RPS") -> str:
+    """"N RPS", or "≥ N RPS (client-limited)" when the client was the limit."""
+    if not ps:
+        return "none"
+    if client_limited(doc):
+        return f"≥ {ps['rps']:.0f} {unit} (client-limited)"
+    return f"{ps['rps']:.0f} {unit}"
+
+
 def run_label(doc: dict, path: str = "") -> str:
     md = doc.get("run_metadata", {})
     return md.get("name") or path

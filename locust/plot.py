@@ -13,7 +13,14 @@ Arguments are result.json files or run directories holding one. Writes into --ou
                        load level (the seconds at one user count, the first one dropped)
   scaling.png          all runs with a known worker count: peak sustainable RPS (and peak
                        5 s RPS) against workers; worker count from the run's
-                       --workers-label, else the server's /metrics, else the server_ids seen
+                       --workers-label, else the server's /metrics, else the server_ids seen.
+                       Only when the runs cover at least two worker counts.
+
+A chart with no data is not drawn (a note says why): no scaling chart for one worker
+count, no latency chart when no run has a load level with requests, no timeline for a
+run without samples. A run whose load generator ran hot (run.py's
+`run_metadata.locust_cpu_warning`) was limited by the client, not by Oka: its peak is
+labelled "≥ N RPS (client-limited)", a lower bound, never "peak sustainable".
 
 "Peak sustainable RPS" is the rule in oka_result.peak_sustainable: the best 5 s mean with
 failures ≤ 0.1 %, every second's client p99 ≤ the SLO, and (paced users) ≥ 95 % of the
@@ -77,6 +84,8 @@ def timeline(doc: dict, path: str, out_png: str, rule: dict) -> None:
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 7.5), sharex=True)
     title = (f"{md.get('name')}: {o.get('oka_shape')} shape, {o.get('oka_api')} API, "
              f"batch {o.get('oka_batch')}, server workers {md.get('server_workers') or '?'}")
+    if oka_result.client_limited(doc):
+        title += "\nclient-limited: Locust ran hot, so the server may sustain more"
     fig.suptitle(title)
 
     x, y = series(s, "offered_rps")
@@ -92,8 +101,9 @@ def timeline(doc: dict, path: str, out_png: str, rule: dict) -> None:
         ax1.plot(x, y, color="C3", lw=1.2, label="failures/s")
     ps = oka_result.peak_sustainable(s, **rule)
     if ps:
-        ax1.axhline(ps["rps"], color="C1", lw=0.8, ls=":",
-                    label=f"peak sustainable {ps['rps']:.0f} RPS")
+        label = (f"peak {oka_result.peak_label(doc, ps)}" if oka_result.client_limited(doc)
+                 else f"peak sustainable {oka_result.peak_label(doc, ps)}")
+        ax1.axhline(ps["rps"], color="C1", lw=0.8, ls=":", label=label)
     ax1.set_ylabel("requests / s")
     ax1.set_ylim(bottom=0)
     ax1.grid(alpha=0.3)
@@ -155,14 +165,19 @@ def levels(samples: list[dict]) -> list[dict]:
     return sorted(pts, key=lambda p: p["rps"])
 
 
-def latency_vs_rps(docs, out_png: str) -> None:
+def latency_vs_rps(docs, out_png: str) -> str | None:
+    """Draws the chart; returns why not when no run has a load level with requests."""
+    all_pts = [levels(doc["samples"]) for doc, _ in docs]
+    if not any(any(p[k] for p in pts for k in ("p50", "p95", "p99")) for pts in all_pts):
+        return "no run has a load level with client percentiles; latency_vs_rps.png not drawn"
     fig, ax = plt.subplots(figsize=(10, 6))
-    for i, (doc, path) in enumerate(docs):
-        pts = levels(doc["samples"])
+    for i, ((doc, path), pts) in enumerate(zip(docs, all_pts)):
         if not pts:
             continue
         c = f"C{i % 10}"
         name = oka_result.run_label(doc, path)
+        if oka_result.client_limited(doc):
+            name += " (client-limited)"
         x = [p["rps"] for p in pts]
         for key, ls, lw, lab in (("p50", ":", 1.0, "p50"), ("p95", "--", 1.2, "p95"),
                                  ("p99", "-", 1.8, "p99")):
@@ -184,9 +199,11 @@ def latency_vs_rps(docs, out_png: str) -> None:
     fig.tight_layout()
     fig.savefig(out_png, dpi=100)
     plt.close(fig)
+    return None
 
 
-def scaling(docs, out_png: str, rule: dict) -> list[str]:
+def scaling(docs, out_png: str, rule: dict) -> tuple[list[str], bool]:
+    """Draws the chart when the runs cover two or more worker counts; (notes, drawn)."""
     by_w = defaultdict(list)
     notes = []
     w_key = oka_result.DEFAULT_WINDOW_S if "window_s" not in rule else rule["window_s"]
@@ -197,28 +214,51 @@ def scaling(docs, out_png: str, rule: dict) -> list[str]:
             continue
         ps = oka_result.peak_sustainable(doc["samples"], **rule)
         peak = doc.get("summary", {}).get(f"peak_rps_{w_key}s")
-        by_w[w].append((ps["rps"] if ps else 0.0, peak or 0.0, src))
+        by_w[w].append((ps["rps"] if ps else None, peak or 0.0, src, oka_result.client_limited(doc)))
+    if len(by_w) < 2:
+        notes.append("scaling.png not drawn: " + (
+            f"all runs have {next(iter(by_w)):g} workers; it needs runs at two or more worker counts"
+            if by_w else "no run has a known worker count (give run.py --workers-label)"))
+        return notes, False
     fig, ax = plt.subplots(figsize=(9, 6))
-    if by_w:
-        ws = sorted(by_w)
-        best = [max(v[0] for v in by_w[w]) for w in ws]
-        peaks = [max(v[1] for v in by_w[w]) for w in ws]
-        for w in ws:
-            for v in by_w[w]:
-                ax.plot(w, v[0], "o", color="C0", alpha=0.3, ms=5)
-        ax.plot(ws, best, "-o", color="C0", lw=2, label="peak sustainable RPS (best run)")
-        ax.plot(ws, peaks, "--s", color="C1", mfc="none", label=f"peak {w_key} s RPS (any latency)")
-        if best[0] > 0:
-            ax.plot(ws, [best[0] * w / ws[0] for w in ws], ":", color="grey",
-                    label=f"linear from {ws[0]:g} workers")
-        for w, b in zip(ws, best):
-            ax.annotate(f"{b:.0f}\n({b / w:.0f}/worker)", (w, b), textcoords="offset points",
-                        xytext=(6, -18), fontsize=8)
-        srcs = sorted({v[2] for w in ws for v in by_w[w]})
-        ax.set_xlabel(f"workers ({', '.join(srcs)})")
-    else:
-        ax.text(0.5, 0.5, "no run with a known worker count", ha="center", transform=ax.transAxes)
-        ax.set_xlabel("workers")
+    ws = sorted(by_w)
+    peaks = [max(v[1] for v in by_w[w]) for w in ws]
+    # The best run per worker count (runs without a qualifying window have no point); it
+    # is a lower bound when that run was client-limited.
+    best = {}
+    for w in ws:
+        runs = [v for v in by_w[w] if v[0] is not None]
+        if runs:
+            best[w] = max(runs, key=lambda v: v[0])
+        for v in runs:
+            ax.plot(w, v[0], "^" if v[3] else "o", color="C0", alpha=0.3, ms=5)
+    bw = sorted(best)
+    if bw:
+        ax.plot(bw, [best[w][0] for w in bw], "-o", color="C0", lw=2,
+                label="peak sustainable RPS (best run)")
+    limited = [(w, best[w][0]) for w in bw if best[w][3]]
+    if limited:
+        ax.plot([x for x, _ in limited], [y for _, y in limited], "^", color="C3", ms=9, mfc="none",
+                label="client-limited: at least this (Locust ran hot)")
+    ax.plot(ws, peaks, "--s", color="C1", mfc="none", label=f"peak {w_key} s RPS (any latency)")
+    if len(bw) >= 2 and best[bw[0]][0] > 0:
+        b0 = best[bw[0]][0]
+        ax.plot(bw, [b0 * w / bw[0] for w in bw], ":", color="grey",
+                label=f"linear from {bw[0]:g} workers")
+    for w in bw:
+        b, limited_run = best[w][0], best[w][3]
+        ge = "≥ " if limited_run else ""
+        tail = " (client-limited)" if limited_run else ""
+        ax.annotate(f"{ge}{b:.0f}{tail}\n({ge}{b / w:.0f}/worker)", (w, b), textcoords="offset points",
+                    xytext=(6, -18), fontsize=8)
+    for w, pk in zip(ws, peaks):
+        if w not in best:
+            ax.annotate("no sustainable window", (w, pk), textcoords="offset points",
+                        xytext=(6, 6), fontsize=8, color="grey")
+            notes.append(f"{w:g} workers: no run has a {w_key} s window within the rule; only "
+                         f"its peak {w_key} s RPS is drawn")
+    srcs = sorted({v[2] for w in ws for v in by_w[w]})
+    ax.set_xlabel(f"workers ({', '.join(srcs)})")
     ax.set_ylabel("requests / s")
     ax.set_ylim(bottom=0)
     ax.set_xlim(left=0)
@@ -229,7 +269,7 @@ def scaling(docs, out_png: str, rule: dict) -> list[str]:
     fig.tight_layout()
     fig.savefig(out_png, dpi=100)
     plt.close(fig)
-    return notes
+    return notes, True
 
 
 def main(argv=None) -> int:
@@ -250,16 +290,30 @@ def main(argv=None) -> int:
             "window_s": args.window_s}
     written = []
     for doc, path in docs:
+        if not doc.get("samples"):
+            print(f"plot.py: {path}: no per-second samples; its timeline is not drawn")
+            continue
         f = os.path.join(out, f"{slug(doc, path)}_timeline.png")
         timeline(doc, path, f, rule)
         written.append(f)
+        if oka_result.client_limited(doc):
+            print(f"plot.py: {path}: client-limited (Locust reported high CPU): its peak is a "
+                  f"lower bound; add --processes or Locust workers")
     f = os.path.join(out, "latency_vs_rps.png")
-    latency_vs_rps(docs, f)
-    written.append(f)
+    why = latency_vs_rps(docs, f)
+    if why:
+        print(f"plot.py: {why}")
+    else:
+        written.append(f)
     f = os.path.join(out, "scaling.png")
-    for n in scaling(docs, f, rule):
+    notes, drawn = scaling(docs, f, rule)
+    for n in notes:
         print(f"plot.py: {n}")
-    written.append(f)
+    if drawn:
+        written.append(f)
+    elif os.path.exists(f):  # an older chart would now mislead
+        os.remove(f)
+        print(f"plot.py: removed the older {f}")
     for f in written:
         print(f"plot.py: wrote {f} ({os.path.getsize(f)} bytes)")
     return 0

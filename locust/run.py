@@ -281,10 +281,13 @@ def summarize(report, samples, server, history_final, failures_csv, args) -> dic
 def print_summary(res: dict, out: str) -> None:
     md, sm, ck = res["run_metadata"], res["summary"], res["checks"]
     o = md.get("oka_options", {})
+    w = md.get("workload") or {}
     lat, co = sm["client_latency_ms"], sm["client_co_latency_ms"]
+    kr = w.get("key_range") or ["?", "?"]
     print(f"== {md['name']}: {md['mode']}, shape {o.get('oka_shape')}, api {o.get('oka_api')}, "
-          f"batch {o.get('oka_batch')}, targets {o.get('oka_targets')}, key space "
-          f"{o.get('oka_keys')}, user rps {o.get('oka_user_rps')}, locust exit {md['locust_exit_code']}")
+          f"workload {w.get('name')} ({w.get('origin')}), batch {w.get('batch')}, targets "
+          f"{','.join(w.get('targets') or [])}, keys {','.join(w.get('key_fields') or [])} over i in "
+          f"[{kr[0]}, {kr[1]}), user rps {o.get('oka_user_rps')}, locust exit {md['locust_exit_code']}")
     if md.get("locust_cpu_warning"):
         print("WARNING: Locust reported high CPU on a load generator; add --processes or "
               "workers before trusting the client-side numbers")
@@ -300,7 +303,8 @@ def print_summary(res: dict, out: str) -> None:
         print(f"failures by kind (Locust's CSV): {sm['failure_kinds']}")
     fails = {k: v for k, v in ck.items() if k.startswith("fail_")}
     print(f"checks: {ck.get('requests_checked', 0)} requests checked, "
-          f"{ck.get('values_checked', 0)} values checked, check failures {fails or 0}")
+          f"{ck.get('values_checked', 0)} values checked ({ck.get('fields_checked', 0)} field "
+          f"checks, {ck.get('presence_only', 0)} for presence only), check failures {fails or 0}")
     sp = sm["server_peak"]
     print(f"server: {sm['server_samples']} /stats samples ({sm['server_samples_in_run']} "
           f"with their window inside the run), workers {md.get('server_workers')}"
@@ -310,7 +314,8 @@ def print_summary(res: dict, out: str) -> None:
     rule = sm["peak_sustainable_rule"]
     print(f"peak sustainable RPS ({rule['window_s']} s, fail ≤ {rule['max_fail_ratio']:.2%}, "
           f"client p99 ≤ {rule['slo_client_p99_ms']:g} ms, ≥ {rule['min_offered_ratio']:.0%} "
-          f"of offered): " + (f"{ps['rps']} at {ps['users']} users" if ps else "none"))
+          f"of offered): " + (oka_result.peak_label(res, ps) + f" at {ps['users']} users"
+                              if ps else "none"))
     print(f"result: {os.path.join(out, 'result.json')}")
 
 
@@ -324,6 +329,21 @@ def _opt(extra: list[str], flag: str, default: str) -> str:
     return default
 
 
+def absolute_workload(extra: list[str]) -> list[str]:
+    """Locust runs in this folder: make a relative --oka-workload path absolute first."""
+    out = list(extra)
+    for i, a in enumerate(out):
+        if a == "--oka-workload" and i + 1 < len(out):
+            j, val, pre = i + 1, out[i + 1], ""
+        elif a.startswith("--oka-workload="):
+            j, val, pre = i, a.split("=", 1)[1], "--oka-workload="
+        else:
+            continue
+        if val and val != "registry" and not os.path.isabs(val):
+            out[j] = pre + os.path.abspath(val)
+    return out
+
+
 def git_commit() -> str | None:
     try:
         return subprocess.run(["git", "-C", HERE, "rev-parse", "HEAD"], capture_output=True,
@@ -334,6 +354,7 @@ def git_commit() -> str | None:
 
 def main(argv=None) -> int:
     args, locust_extra = parse_args(sys.argv[1:] if argv is None else argv)
+    locust_extra = absolute_workload(locust_extra)
     started = time.time()
     stamp = dt.datetime.fromtimestamp(started).strftime("%Y%m%d-%H%M%S")
     name = args.name or f"{_opt(locust_extra, '--oka-api', 'native')}-{_opt(locust_extra, '--oka-shape', 'step')}"
@@ -453,6 +474,7 @@ def main(argv=None) -> int:
             "locust_cpu_warning": cpu_warning,
             "locust_version": (report or {}).get("locust_version"),
             "oka_options": opts,
+            "workload": (report or {}).get("workload"),
             "workers_label": args.workers_label or None,
             "server_workers": metrics_after.get("workers") or metrics_before.get("workers"),
             "server_requests_per_worker": per_worker or None,
@@ -470,6 +492,8 @@ def main(argv=None) -> int:
     }
     res["summary"] = summarize(report, samples, server, final_totals,
                                prefix + "_failures.csv", args)
+    # A hot load generator makes the peak a lower bound: plot.py labels it "≥ N (client-limited)".
+    res["summary"]["client_limited"] = cpu_warning
     with open(os.path.join(out, "result.json"), "w") as f:
         json.dump(res, f, indent=1)
     write_csv(os.path.join(out, "samples.csv"), samples, SAMPLE_FIELDS)
