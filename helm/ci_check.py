@@ -6,7 +6,8 @@ validated with kubernetes-validate (strict) against --kube-version, then asserti
 the render: Guaranteed QoS with whole CPUs and one worker per CPU, probes on the right
 paths and ports, preStop and the termination grace against Oka's shutdown grace, the
 ALB annotations of the EKS values, the bundled Redis only when enabled, the API keys
-Secret mounted when auth is on, the Locust chart's master/workers/locustfile ConfigMap,
+Secret mounted when auth is on, the Locust chart's master/workers/locustfile ConfigMap
+and workload (a file as JSON, an existing ConfigMap, the registry),
 the Grafana dashboard's metric names against docs/metrics.md, documented values, the
 eksctl ClusterConfig against the chart's EKS values. Guard rails are checked by
 renders that must fail.
@@ -43,6 +44,8 @@ OKA = os.path.join(ROOT, "helm", "oka")
 LOCUST = os.path.join(ROOT, "helm", "oka-locust")
 EKS = os.path.join(ROOT, "deploy", "eks")
 LOCUST_FILES = {"locustfile.py": "locustfile", "run.py": "runPy", "oka_result.py": "okaResult"}
+SEED_WORKLOAD = os.path.join(ROOT, "locust", "workloads", "seed.yaml")
+PAYMENTS_WORKLOAD = os.path.join(ROOT, "examples", "workloads", "payments", "workload.yaml")
 SET_FILES = [a for k, v in LOCUST_FILES.items()
              for a in ("--set-file", f"locustFiles.{v}={os.path.join(ROOT, 'locust', k)}")]
 CRD_GROUPS = ("monitoring.coreos.com/",)   # ServiceMonitor: a CRD, checked by hand below
@@ -421,13 +424,16 @@ def assert_dashboard(r: Render):
 
 # ------------------------------------------------------------------ locust assertions
 
-def assert_locust(r: Render, mode: str, replicas: int, existing_cm=None):
-    cms = r.all("ConfigMap")
+def assert_locust(r: Render, mode: str, replicas: int, existing_cm=None, workload=SEED_WORKLOAD,
+                  existing_workload=None):
+    """`workload`: the file the workload ConfigMap must hold (as JSON), or "registry"."""
+    cms = [c for c in r.all("ConfigMap") if not c["metadata"]["name"].endswith("-workload")]
     if existing_cm:
         assert not cms, "an existing ConfigMap must not be rendered"
         cm_name = existing_cm
     else:
-        cm = r.one("ConfigMap")
+        assert len(cms) == 1, f"expected one locust files ConfigMap, found {len(cms)}"
+        cm = cms[0]
         cm_name = cm["metadata"]["name"]
         for fname in LOCUST_FILES:
             own = open(os.path.join(ROOT, "locust", fname)).read()
@@ -453,7 +459,48 @@ def assert_locust(r: Render, mode: str, replicas: int, existing_cm=None):
     for d in (master, worker):
         vols = d["spec"]["template"]["spec"]["volumes"]
         assert any(v.get("configMap", {}).get("name") == cm_name for v in vols), f"{d['metadata']['name']} does not mount {cm_name}"
+    assert_workload(r, mode, master, workload, existing_workload)
     return master, worker
+
+
+def assert_workload(r: Render, mode: str, master, workload, existing_workload=None):
+    """The master gets the workload (a JSON ConfigMap of the file, an existing ConfigMap,
+    or the registry) as --oka-workload; the workers get it from the master."""
+    wcms = [c for c in r.all("ConfigMap") if c["metadata"]["name"].endswith("-workload")]
+    mspec = master["spec"]["template"]["spec"]
+    mc = mspec["containers"][0]
+    if mode == "headless":
+        arg = env_of(mc)["WORKLOAD"]
+        assert '--oka-workload "$WORKLOAD"' in mc["command"][2], "the master script does not pass --oka-workload"
+    else:
+        arg = mc["args"][mc["args"].index("--oka-workload") + 1]
+    mounted = {v["name"]: v for v in mspec["volumes"]}
+    if workload == "registry":
+        assert not wcms, "registry mode must not render a workload ConfigMap"
+        assert arg == "registry", arg
+        assert "workload" not in mounted
+        return
+    if existing_workload:
+        cm_name, key = existing_workload
+        assert not wcms, "an existing workload ConfigMap must not be rendered"
+    else:
+        assert len(wcms) == 1, f"expected one workload ConfigMap, found {len(wcms)}"
+        cm_name, key = wcms[0]["metadata"]["name"], "workload.json"
+        got = json.loads(wcms[0]["data"]["workload.json"])
+        want = yaml.safe_load(open(workload))
+        assert got == want, f"the workload ConfigMap differs from {os.path.relpath(workload, ROOT)}: {got} != {want}"
+    assert mounted["workload"]["configMap"]["name"] == cm_name, mounted.get("workload")
+    mount = [m for m in mc["volumeMounts"] if m["name"] == "workload"]
+    assert mount and arg == f"{mount[0]['mountPath']}/{key}", (arg, mount)
+    assert master["spec"]["template"]["metadata"]["annotations"].get("checksum/workload"), "no checksum/workload"
+
+
+def assert_seed_workload_default():
+    """The chart's default workload.content is locust/workloads/seed.yaml, not a drifted copy."""
+    values = yaml.safe_load(open(os.path.join(LOCUST, "values.yaml")))
+    got = yaml.safe_load(values["workload"]["content"])
+    want = yaml.safe_load(open(SEED_WORKLOAD))
+    assert got == want, f"helm/oka-locust/values.yaml workload.content differs from locust/workloads/seed.yaml: {got} != {want}"
 
 
 # ------------------------------------------------------------------ values documentation
@@ -825,19 +872,24 @@ def live_locust(binary, render: Render):
     worker = render.one("Job", "-worker")
     mc = master["spec"]["template"]["spec"]["containers"][0]
     wc = worker["spec"]["template"]["spec"]["containers"][0]
-    cm = render.one("ConfigMap")
+    cm = render.one("ConfigMap", "-files")
+    wcm = render.one("ConfigMap", "-workload")
     oka = LocalOka(binary)
     with tempfile.TemporaryDirectory() as d:
         files, results = os.path.join(d, "files"), os.path.join(d, "results")
-        os.makedirs(files)
-        os.makedirs(results)
+        wdir = os.path.join(d, "workload")
+        for x in (files, results, wdir):
+            os.makedirs(x)
         for k, v in cm["data"].items():
             open(os.path.join(files, k), "w").write(v)
+        for k, v in wcm["data"].items():
+            open(os.path.join(wdir, k), "w").write(v)
         script = mc["command"][2].replace("/mnt/locust", files).replace("/results", results)
         mport = free_port()
         env = {k: v for k, v in env_of(mc).items()}
         env.update(TARGET_HOST=f"http://127.0.0.1:{oka.port}", ADMIN_URL=f"http://127.0.0.1:{oka.admin}",
                    MASTER_PORT=str(mport), KEEP_S="0", HOME=d, EXPECT_WORKERS="1",
+                   WORKLOAD=env_of(mc)["WORKLOAD"].replace("/mnt/workload", wdir),
                    PATH=os.path.dirname(venv_py) + os.pathsep + os.environ.get("PATH", ""))
         try:
             # The rendered command and environment; a short ramp instead of run.args.
@@ -868,6 +920,10 @@ def live_locust(binary, render: Render):
             res = json.load(open(os.path.join(results, name, "result.json")))
             checks = res["checks"]
             assert checks.get("requests_checked", 0) > 0, checks
+            w = res["run_metadata"].get("workload") or {}
+            assert w.get("name") == "seed" and w.get("origin") == env["WORKLOAD"], \
+                f"the run did not use the chart's workload file: {w.get('name')} from {w.get('origin')}"
+            assert checks.get("fields_checked", 0) >= checks["requests_checked"], checks
             assert open(os.path.join(results, name, "exit_code")).read().strip() == "0"
             assert os.path.exists(os.path.join(results, "DONE"))
             return checks["requests_checked"]
@@ -902,6 +958,11 @@ def main() -> int:
         "web": SET_FILES + ["-f", os.path.join(LOCUST, "ci", "web-values.yaml")],
         "eks": SET_FILES + ["-f", os.path.join(EKS, "locust-values.yaml"), "-f", eks_run],
         "existing-configmap": ["--set", "locustFiles.existingConfigMap=my-locust-files"],
+        "workload-file": SET_FILES + ["--set-file", f"workload.content={PAYMENTS_WORKLOAD}"],
+        "workload-existing": SET_FILES + ["--set", "workload.existingConfigMap=my-workload",
+                                          "--set", "workload.existingConfigMapKey=payments.json"],
+        "workload-registry": SET_FILES + ["-f", os.path.join(LOCUST, "ci", "web-values.yaml"),
+                                          "--set", "workload.registry=true"],
     }
     R = {}
     for chart, cases, prefix in ((OKA, oka_cases, "oka"), (LOCUST, locust_cases, "locust")):
@@ -977,6 +1038,16 @@ def main() -> int:
                             == {"workload-type": "locust"}, "workers are not on the locust node group")))
     C.check("locust/existing-configmap: no ConfigMap rendered, the existing one mounted",
             lambda: assert_locust(*has("locust/existing-configmap"), "headless", 2, existing_cm="my-locust-files"))
+    C.check("locust/workload-file: --set-file workload.content=examples/workloads/payments/workload.yaml "
+            "→ its JSON in the workload ConfigMap, mounted on the master, --oka-workload",
+            lambda: assert_locust(*has("locust/workload-file"), "headless", 2, workload=PAYMENTS_WORKLOAD))
+    C.check("locust/workload-existing: the existing workload ConfigMap and key mounted, not rendered",
+            lambda: assert_locust(*has("locust/workload-existing"), "headless", 2,
+                                  existing_workload=("my-workload", "payments.json")))
+    C.check("locust/workload-registry (web): --oka-workload registry, no workload ConfigMap",
+            lambda: assert_locust(*has("locust/workload-registry"), "web", 3, workload="registry"))
+    C.check("helm/oka-locust/values.yaml: the default workload.content is locust/workloads/seed.yaml",
+            assert_seed_workload_default)
 
     # guard rails: renders that must fail
     def must_fail(chart, args, needle):
@@ -996,6 +1067,13 @@ def main() -> int:
         ("an ALB deregistration delay not below preStop", OKA, ["-f", os.path.join(EKS, "oka-values.yaml"), "--set", "ingress.alb.deregistrationDelaySeconds=30"], "deregistration"),
         ("an unknown value (typo)", OKA, ["--set", "replicas=3"], "replicas"),
         ("the Locust chart without the locust files", LOCUST, [], "--set-file locustFiles.locustfile=locust/locustfile.py"),
+        ("an empty workload", LOCUST, SET_FILES + ["--set", "workload.content="], "--set-file workload.content="),
+        ("a workload that is not a mapping", LOCUST, SET_FILES + ["--set-json", 'workload.content="[a, b]"'], "workload.content is not a YAML or JSON mapping"),
+        ("a workload key that YAML 1.1 reads as a boolean (a bare n)", LOCUST,
+         SET_FILES + ["--set-json", 'workload.content="version: 1\\ntargets: [f]\\nquery_args: {f: {n: 3}}"'], "Quote such keys"),
+        ("a workload without targets", LOCUST, SET_FILES + ["--set-json", 'workload.content="version: 1"'], "no `targets`"),
+        ("registry mode with an existing workload ConfigMap", LOCUST,
+         SET_FILES + ["--set", "workload.registry=true", "--set", "workload.existingConfigMap=w"], "workload.registry"),
     ):
         C.check(f"refuses {what}", must_fail, chart, args, needle)
 

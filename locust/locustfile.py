@@ -1320,5 +1320,44 @@ class OkaShape(LoadTestShape):
         return res
 
 
+def check_main(argv: list[str]) -> int:
+    """`python locustfile.py --check WORKLOAD [--oka-… overrides]`: compile a workload
+    file (or `registry` with --host) as a run would, and say what it sends and checks."""
+
+    class Parser(argparse.ArgumentParser):
+        def add_argument(self, *a, **kw):
+            for k in ("include_in_web_ui", "is_secret", "is_required", "is_multiple"):
+                kw.pop(k, None)
+            return super().add_argument(*a, **kw)
+
+    p = Parser(prog="locustfile.py --check", description="Check a workload file without a run.")
+    p.add_argument("--check", required=True, metavar="WORKLOAD", help="workload file, or registry")
+    p.add_argument("--host", default="", help="with registry: the server whose GET /v1/features is read")
+    _add_options(p)
+    opts = p.parse_args(argv)
+    opts.oka_workload = opts.check
+
+    class Env:
+        parsed_options = opts
+        host = opts.host
+    try:
+        w = resolve_workload(Env())
+    except WorkloadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    key, _ = w.draw_key(first=True)
+    checks = w.fields_per_entry()
+    print(f"{w.origin}: ok (workload {w.name}: targets {', '.join(w.targets)}; key objects like "
+          f"{json.dumps(key)} with i in [{w.lo}, {w.hi}); {w.batch} per request; field checks "
+          f"per key: " + ", ".join(f"{t} {n}" for t, n in checks.items()) + ")")
+    unchecked = [t for t, n in checks.items() if not n]
+    if unchecked:
+        print(f"note: no value checks for {', '.join(unchecked)}: only the status and the key "
+              f"are checked (add checks.<target>.fields)")
+    return 0
+
+
 if __name__ == "__main__":  # `python locustfile.py` prints how to run it
+    if "--check" in sys.argv[1:] or any(a.startswith("--check=") for a in sys.argv[1:]):
+        sys.exit(check_main(sys.argv[1:]))
     print(__doc__)

@@ -15,7 +15,17 @@
 #   --user-rps R         requests/s per paced Locust user (default 10)
 #   --api volga|native   Volga's GET /on_demand_compute/{json} (the seed's; default) or
 #                        POST /v1/features
-#   --batch N            keys per request (default 1)
+#   --batch N            keys per request (default: the workload's)
+#   --workload FILE      the workload file (locust/README.md, "Workload files"): keys,
+#                        targets, udf_args and value checks; default locust/workloads/seed.yaml,
+#                        which fits the seed spec and data of deploy.sh. Your spec
+#                        (deploy.sh --spec) needs your workload, e.g.
+#                        examples/workloads/payments/workload.yaml. `registry` builds it
+#                        from the server's GET /v1/features (give --locust-arg
+#                        --oka-targets=a,b and --locust-arg --oka-key=FIELD=PATTERN)
+#   --keys N             override the workload's key range: N indices (must match the data)
+#   --locust-arg ARG     one more argument for the locustfile (e.g. --oka-udf-arg=f.a=2);
+#                        repeatable
 #   --target alb|service through the ALB (default, as the seed) or the Oka Service
 #   --no-scale           leave the node groups and the Oka replicas as they are
 #   --keep-locust        leave the Locust release installed afterwards
@@ -30,7 +40,9 @@ workers=${1:-}
 [[ $workers =~ ^[0-9]+$ && $workers -gt 0 ]] || die "usage: loadtest.sh WORKERS [options] (e.g. loadtest.sh 4)"
 shift
 rps_per_worker=1000 max_rps="" locust_workers="" steps=9 step_time=20 user_rps=10
-api=volga batch=1 target=alb scale=1 keep_locust=0
+api=volga batch="" target=alb scale=1 keep_locust=0
+workload=$REPO_ROOT/locust/workloads/seed.yaml keys=""
+extra=()
 while (($#)); do
   case $1 in
     --rps-per-worker) rps_per_worker=$2; shift ;;
@@ -41,6 +53,9 @@ while (($#)); do
     --user-rps) user_rps=$2; shift ;;
     --api) api=$2; shift ;;
     --batch) batch=$2; shift ;;
+    --workload) workload=$2; shift ;;
+    --keys) keys=$2; shift ;;
+    --locust-arg) extra+=("$2"); shift ;;
     --target) target=$2; shift ;;
     --no-scale) scale=0 ;;
     --keep-locust) keep_locust=1 ;;
@@ -48,6 +63,28 @@ while (($#)); do
   esac
   shift
 done
+
+workload_args=()
+if [[ $workload == registry ]]; then
+  workload_args=(--set workload.registry=true)
+else
+  [[ -f $workload ]] || die "--workload $workload: no such file (a workload file, locust/README.md \"Workload files\"; or registry)"
+  workload_args=(--set-file "workload.content=$workload")
+  venv_py=$REPO_ROOT/locust/.venv/bin/python
+  if [[ -x $venv_py ]]; then
+    # Check it here, before the cluster does: the locustfile compiles it with the overrides.
+    check=(--check "$workload")
+    [[ -n $batch ]] && check+=(--oka-batch "$batch")
+    [[ -n $keys ]] && check+=(--oka-keys "$keys")
+    "$venv_py" "$REPO_ROOT/locust/locustfile.py" "${check[@]}" "${extra[@]}" \
+      || die "--workload $workload: see the message above"
+    # Pass it as JSON: Helm reads YAML 1.1, where a bare `n` (query_args n) is false.
+    mkdir -p "$GENERATED"
+    "$venv_py" -c 'import json, sys, yaml; json.dump(yaml.safe_load(open(sys.argv[1])), open(sys.argv[2], "w"), indent=1)' \
+      "$workload" "$GENERATED/workload.json"
+    workload_args=(--set-file "workload.content=$GENERATED/workload.json")
+  fi
+fi
 
 pods=$(((workers + OKA_CPU - 1) / OKA_CPU))
 ((pods * OKA_CPU == workers)) || echo "note: $workers workers with OKA_CPU=$OKA_CPU: running $pods pods = $((pods * OKA_CPU)) workers"
@@ -62,7 +99,7 @@ run="eks-${workers}w-$(date -u +%Y%m%dT%H%M%SZ)"
 results=$EKS_DIR/results
 mkdir -p "$results"
 
-log "$run: $pods Oka pod(s) × $OKA_CPU CPU; ramp to $max_rps RPS ($max_users users × $user_rps RPS, +$step_users every ${step_time}s); $locust_workers Locust worker(s) on $locust_nodes node(s)"
+log "$run: workload $workload; $pods Oka pod(s) × $OKA_CPU CPU; ramp to $max_rps RPS ($max_users users × $user_rps RPS, +$step_users every ${step_time}s); $locust_workers Locust worker(s) on $locust_nodes node(s)"
 
 scale_oka_nodes() {
   eksctl scale nodegroup --region "$AWS_REGION" --cluster "$CLUSTER_NAME" --name oka \
@@ -104,11 +141,15 @@ log "Locust → $target_url"
 kubectl create namespace "$LOCUST_NAMESPACE" --dry-run=client -o yaml | kubectl apply -f -
 helm uninstall "$LOCUST_RELEASE" --namespace "$LOCUST_NAMESPACE" --wait >/dev/null 2>&1 || true
 mkdir -p "$GENERATED"
-python3 - "$GENERATED/locust-run.yaml" <<PY
+python3 - "$GENERATED/locust-run.yaml" "${extra[@]}" <<PY
 import json, sys
-args = ["--oka-api", "$api", "--oka-batch", "$batch", "--oka-keys", "10000",
-        "--oka-shape", "step", "--oka-step-users", "$step_users", "--oka-step-time", "$step_time",
-        "--oka-max-users", "$max_users", "--oka-user-rps", "$user_rps"]
+args = ["--oka-api", "$api"]
+if "$batch":
+    args += ["--oka-batch", "$batch"]
+if "$keys":
+    args += ["--oka-keys", "$keys"]
+args += ["--oka-shape", "step", "--oka-step-users", "$step_users", "--oka-step-time", "$step_time",
+         "--oka-max-users", "$max_users", "--oka-user-rps", "$user_rps"] + sys.argv[2:]
 values = {"mode": "headless",
           "target": {"host": "$target_url", "adminUrl": "$admin_url"},
           "workers": {"replicas": int("$locust_workers")},
@@ -116,7 +157,7 @@ values = {"mode": "headless",
 json.dump(values, open(sys.argv[1], "w"), indent=2)
 PY
 helm install "$LOCUST_RELEASE" "$REPO_ROOT/helm/oka-locust" --namespace "$LOCUST_NAMESPACE" \
-  -f "$EKS_DIR/locust-values.yaml" -f "$GENERATED/locust-run.yaml" \
+  -f "$EKS_DIR/locust-values.yaml" -f "$GENERATED/locust-run.yaml" "${workload_args[@]}" \
   --set-file locustFiles.locustfile="$REPO_ROOT/locust/locustfile.py" \
   --set-file locustFiles.runPy="$REPO_ROOT/locust/run.py" \
   --set-file locustFiles.okaResult="$REPO_ROOT/locust/oka_result.py"

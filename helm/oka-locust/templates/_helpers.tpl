@@ -96,3 +96,58 @@ tolerations:
   configMap:
     name: {{ include "oka-locust.configMapName" . }}
 {{- end }}
+
+{{/* The workload: one of workload.registry, workload.existingConfigMap, workload.content */}}
+{{- define "oka-locust.workloadConfigMapName" -}}
+{{- default (printf "%s-workload" (include "oka-locust.fullname" .)) .Values.workload.existingConfigMap }}
+{{- end }}
+
+{{/* workload.content parsed (YAML or JSON) and checked, as JSON */}}
+{{- define "oka-locust.workloadDoc" -}}
+{{- $hint := "give a workload file: --set-file workload.content=locust/workloads/seed.yaml (the seed) or your own (locust/README.md, \"Workload files\"), workload.existingConfigMap, or workload.registry=true" }}
+{{- $text := required (printf "workload.content is empty; %s" $hint) .Values.workload.content }}
+{{- $doc := fromYaml $text }}
+{{- if hasKey $doc "Error" }}
+{{- fail (printf "workload.content is not a YAML or JSON mapping (%s); %s" (get $doc "Error") $hint) }}
+{{- end }}
+{{- if not (hasKey $doc "version") }}
+{{- fail (printf "workload.content has no `version: 1`, so it is not a workload file; %s" $hint) }}
+{{- end }}
+{{- if regexMatch "[{,]\"(true|false)\":" (toJson $doc) }}
+{{- fail "workload.content: a key was read as a boolean (`true`/`false`): Helm reads YAML 1.1, where a bare y, n, yes, no, on or off is a boolean. Quote such keys (\"n\": 3) or pass the workload as JSON" }}
+{{- end }}
+{{- if not (hasKey $doc "targets") }}
+{{- fail (printf "workload.content has no `targets` (the features to request); %s" $hint) }}
+{{- end }}
+{{- toJson $doc }}
+{{- end }}
+
+{{/* The --oka-workload value the master passes to the locustfile */}}
+{{- define "oka-locust.workloadArg" -}}
+{{- if .Values.workload.registry }}
+{{- if .Values.workload.existingConfigMap }}
+{{- fail "workload.registry=true builds the workload from the server's registry: leave workload.existingConfigMap empty, or set workload.registry=false" }}
+{{- end }}
+{{- print "registry" }}
+{{- else if .Values.workload.existingConfigMap }}
+{{- printf "/mnt/workload/%s" .Values.workload.existingConfigMapKey }}
+{{- else }}
+{{- print "/mnt/workload/workload.json" }}
+{{- end }}
+{{- end }}
+
+{{- define "oka-locust.workloadVolume" -}}
+{{- if not .Values.workload.registry }}
+- name: workload
+  configMap:
+    name: {{ include "oka-locust.workloadConfigMapName" . }}
+{{- end }}
+{{- end }}
+
+{{- define "oka-locust.workloadMount" -}}
+{{- if not .Values.workload.registry }}
+- name: workload
+  mountPath: /mnt/workload
+  readOnly: true
+{{- end }}
+{{- end }}
