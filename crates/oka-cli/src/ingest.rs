@@ -260,7 +260,7 @@ pub fn run(args: IngestArgs, natives: &NativeUdfs) -> Result<bool> {
         .context("building the runtime")?;
     let started = Instant::now();
     let outcome = rt.block_on(async {
-        let store = stores::open(&args.store, &stores::ReadArgs::default()).await?;
+        let store = stores::open_for_writes(&args.store, "ingest").await?;
         let writer = WritePath::spawn(store, Arc::new(NoMetrics), config.clone());
         let reading =
             load::read(input, &registry, id, options).context("starting the reader thread")?;

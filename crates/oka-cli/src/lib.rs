@@ -11,6 +11,7 @@
 //! - [`stores`]: store URLs → backends (the only place concrete backends are named).
 //! - [`init`]: `oka init DIR`, a small runnable project.
 //! - [`ingest`]: `oka ingest`; `load`: the spec and API keys, at start and on reload.
+//! - `migrate`: `oka migrate volga`, a resumable copy of a Volga deployment's Redis data.
 //! - `logs`: the `OKA_LOG` filter and log format; `serve_args`: `oka serve`'s flags.
 //! - `demo.yaml`: the spec served by `oka serve --demo`.
 
@@ -19,6 +20,7 @@ pub mod ingest;
 pub mod init;
 mod load;
 mod logs;
+mod migrate;
 mod serve_args;
 pub mod stores;
 
@@ -85,6 +87,9 @@ enum Command {
     /// Run a spec's data sources without serving.
     #[command(subcommand)]
     Source(SourceCommand),
+    /// Copy another system's features into a store in Oka's layout.
+    #[command(subcommand)]
+    Migrate(MigrateCommand),
     /// Print the demo spec.
     DemoSpec,
     /// Print the CQL schema (keyspace and table) of a ScyllaDB/Cassandra store, for
@@ -98,6 +103,14 @@ enum Command {
         #[arg(long, env = "OKA_STORE_REPLICATION", default_value = "simple:1", value_parser = oka_scylla::Replication::parse)]
         store_replication: oka_scylla::Replication,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum MigrateCommand {
+    /// Copy a Volga deployment's features from its Redis (`volga:hot_feature:*`
+    /// hashes) into the store, page by page, resumable; prints what was copied and
+    /// what could not be mapped (exit status 1 when some records could not).
+    Volga(migrate::VolgaArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -159,6 +172,15 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             store,
             writer,
         }) => mock_source(&spec, once, &store, &writer, &natives),
+        Command::Migrate(MigrateCommand::Volga(args)) => {
+            logs::init(LogFormat::Text);
+            let all = migrate::run(&args, &natives)?;
+            Ok(if all {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            })
+        }
         Command::Ingest(args) => {
             logs::init(LogFormat::Text);
             let all_written = ingest::run(args, &natives)?;
@@ -232,7 +254,7 @@ fn mock_source(
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let store = stores::open(store, &stores::ReadArgs::default()).await?;
+        let store = stores::open_for_writes(store, "source mock").await?;
         let shared = Shared::with_writer(
             Arc::new(registry),
             store,
@@ -293,6 +315,24 @@ fn warn_about_open_ports(listen: SocketAddr, admin_listen: SocketAddr, keys: &Ap
     }
 }
 
+/// What `oka serve` reloads on SIGHUP and `POST /admin/reload`: the spec and the
+/// keys, checked against the store as at start.
+fn reloader(
+    args: &ServeArgs,
+    natives: NativeUdfs,
+    store: Arc<dyn oka_storage::FeatureStore>,
+) -> oka_server::state::Reloader {
+    let (spec, keys_file) = (args.spec.clone(), args.api_keys_file.clone());
+    let url = args.store.url().to_owned();
+    Box::new(move || {
+        let (registry, keys) =
+            load::spec_and_keys(spec.as_deref(), keys_file.as_deref(), &natives)?;
+        stores::check_fit(&*store, &registry, &url)
+            .map_err(|(message, public)| oka_server::state::ReloadFailure { message, public })?;
+        Ok((registry, keys))
+    })
+}
+
 fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     RELOADS_ON_HANGUP.store(true, std::sync::atomic::Ordering::Release);
     logs::init(args.log_format);
@@ -318,15 +358,15 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     rt.block_on(async move {
         let store = stores::open(&args.store, &args.reads).await?;
         info!(store = %stores::redact(args.store.url()), backend = store.backend(), "store opened");
+        stores::check_fit(&*store, &registry, args.store.url())
+            .map_err(|(message, _)| anyhow::Error::msg(message))?;
         if args.store.store.is_none() {
             tracing::warn!(
                 "no --store given: serving from memory:// inside this process; what is ingested is lost when it exits (give --store redis://… for a store that lasts)"
             );
         }
         let limits = limits(&args);
-        let (spec, keys_file) = (args.spec.clone(), args.api_keys_file.clone());
-        let reloader: oka_server::state::Reloader =
-            Box::new(move || load::spec_and_keys(spec.as_deref(), keys_file.as_deref(), &natives));
+        let reloader = reloader(&args, natives, Arc::clone(&store));
         let shared = Shared::builder(registry, store)
             .limits(limits)
             .writer(args.writer.config())

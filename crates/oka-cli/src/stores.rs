@@ -203,6 +203,45 @@ pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureS
     }
 }
 
+/// Opens the store for `oka {command}`, which writes into it: a read-only store
+/// (Volga's layout) is refused, naming why.
+pub async fn open_for_writes(args: &StoreArgs, command: &str) -> Result<Arc<dyn FeatureStore>> {
+    let store = open(args, &ReadArgs::default()).await?;
+    if let Some(why) = store.latest_only() {
+        bail!(
+            "`oka {command}` writes into the store at {}, but {why}: write into a store in Oka's layout (without `layout=volga`), or let Volga's pipeline write",
+            redact(args.url())
+        );
+    }
+    Ok(store)
+}
+
+/// Checks that the spec fits the store (a store in Volga's layout answers only
+/// `latest` and runs no sources): `Err((message, public))`, the message naming the
+/// spec file and the store, the public one neither (for reload answers).
+pub fn check_fit(
+    store: &dyn FeatureStore,
+    registry: &oka_core::Registry,
+    url: &str,
+) -> Result<(), (String, String)> {
+    oka_storage::check_registry(store, registry).map_err(|e| {
+        let problems = e
+            .problems
+            .iter()
+            .map(|p| format!("  {p}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        (
+            format!(
+                "the spec {} does not fit the store at {}:\n{problems}",
+                registry.origin(),
+                redact(url)
+            ),
+            format!("the spec does not fit the store:\n{problems}"),
+        )
+    })
+}
+
 /// The kind of server behind a URL, for what to check when it cannot be reached.
 #[derive(Debug, Clone, Copy)]
 enum Backend {

@@ -152,6 +152,9 @@ pub enum ErrorCode {
     TooManyReloads,
     /// The server is shutting down and took no new work.
     ShuttingDown,
+    /// The store cannot do what the request needs: it answers only `latest` reads
+    /// and takes no writes (a Volga-layout store).
+    UnsupportedByStore,
     /// A bug or an unexpected failure; details are logged, not returned.
     Internal,
 }
@@ -182,6 +185,7 @@ impl ErrorCode {
             Self::BodyTimeout => "body_timeout",
             Self::TooManyReloads => "too_many_reloads",
             Self::ShuttingDown => "shutting_down",
+            Self::UnsupportedByStore => "unsupported_by_store",
             Self::Internal => "internal",
         }
     }

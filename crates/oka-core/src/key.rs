@@ -44,6 +44,24 @@ impl EntityKey {
     pub fn from_canonical(s: impl Into<Arc<str>>) -> Self {
         Self(s.into())
     }
+
+    /// The key's fields in canonical form, unescaped, in key order (ints as their
+    /// decimal text): the inverse of [`Self::encode`].
+    pub fn fields(&self) -> Vec<String> {
+        let mut out = vec![String::new()];
+        let mut chars = self.0.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => out
+                    .last_mut()
+                    .into_iter()
+                    .for_each(|f| f.extend(chars.next())),
+                KEY_SEPARATOR => out.push(String::new()),
+                c => out.last_mut().into_iter().for_each(|f| f.push(c)),
+            }
+        }
+        out
+    }
 }
 
 /// Appends one int key field in canonical form (decimal).
@@ -94,6 +112,25 @@ mod tests {
             key(&[r"a\".into(), "b".into()]),
             key(&["a".into(), r"\b".into()])
         );
+    }
+
+    #[test]
+    fn fields_undo_the_encoding() {
+        for vals in [
+            vec![Value::from("test-id-21")],
+            vec![Value::from("a|b"), Value::from(r"c\|d\"), Value::Int(-7)],
+            vec![Value::from(""), Value::from("")],
+        ] {
+            let fields: Vec<String> = vals
+                .iter()
+                .map(|v| match v {
+                    Value::Int(n) => n.to_string(),
+                    Value::String(s) => s.to_string(),
+                    _ => unreachable!(),
+                })
+                .collect();
+            assert_eq!(EntityKey::encode(&vals).fields(), fields);
+        }
     }
 
     #[test]

@@ -33,6 +33,18 @@ impl Timestamp {
             .map(|t| Self(t.timestamp_micros()))
     }
 
+    /// Parses RFC 3339, or an ISO 8601 date-time without an offset as UTC (what
+    /// Python's `datetime.isoformat()` writes for a naive datetime:
+    /// `2026-12-03T03:43:20.045282`; a space for the `T` is accepted too).
+    pub fn parse_iso_or_naive_utc(s: &str) -> Option<Self> {
+        Self::parse_rfc3339(s).or_else(|| {
+            ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"]
+                .iter()
+                .find_map(|f| chrono::NaiveDateTime::parse_from_str(s, f).ok())
+                .map(|t| Self(t.and_utc().timestamp_micros()))
+        })
+    }
+
     /// As a chrono UTC datetime; `None` when out of chrono's range.
     pub fn to_datetime(self) -> Option<DateTime<Utc>> {
         DateTime::from_timestamp_micros(self.0)

@@ -1,12 +1,16 @@
 //! Oka's Redis backend (`redis://`, `rediss://`, `redis-cluster://`), on `fred`.
 //!
 //! - [`store`]: [`RedisStore`], the key layout, batched reads and writes, error kinds.
-//! - [`url`]: the query options each URL scheme takes.
+//! - [`url`]: the query options each URL scheme takes, and the `layout` option.
+//! - [`volga`]: Volga's hot-feature hashes (`layout=volga`, read-only), mapped onto Oka's records.
+//! - [`volga_source`]: a Volga deployment's hashes page by page (`oka migrate volga`).
 //! - records are encoded with [`oka_storage::codec`] (versioned MessagePack).
 //!
 //! The layout is documented in `docs/storage.md`.
 
 pub mod store;
 pub mod url;
+pub mod volga;
+pub mod volga_source;
 
 pub use store::{RedisOptions, RedisStore};

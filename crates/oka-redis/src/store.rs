@@ -24,6 +24,9 @@ use oka_core::registry::Retention;
 use oka_core::{EntityKey, Feature, Query, Row};
 use oka_storage::{FeatureStore, StoreError, StoreErrorKind, codec};
 
+use crate::url::Layout;
+use crate::volga;
+
 /// Commands per write pipeline.
 const WRITE_CHUNK: usize = 1000;
 
@@ -83,6 +86,8 @@ impl Default for RedisOptions {
 pub struct RedisStore {
     pool: Pool,
     clustered: bool,
+    /// Oka's layout, or Volga's (read-only, latest only).
+    layout: Layout,
     prefix: String,
     script: Script,
     /// How to connect again (for per-worker clients).
@@ -94,6 +99,7 @@ impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisStore")
             .field("clustered", &self.clustered)
+            .field("layout", &self.layout)
             .field("prefix", &self.prefix)
             .finish_non_exhaustive()
     }
@@ -190,7 +196,9 @@ impl RedisStore {
         }
         crate::url::check_options(url)
             .map_err(|e| StoreError::new(StoreErrorKind::Internal, e.to_string()))?;
-        let mut config = Config::from_url(url).map_err(|e| {
+        let (driver_url, layout) = crate::url::take_layout(url)
+            .map_err(|e| StoreError::new(StoreErrorKind::Internal, e.to_string()))?;
+        let mut config = Config::from_url(&driver_url).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::Internal,
                 format!("invalid redis url: {}", e.details()),
@@ -234,6 +242,7 @@ impl RedisStore {
         Ok(Self {
             pool,
             clustered,
+            layout,
             prefix: options.key_prefix.clone(),
             script,
             url: url.to_owned(),
@@ -286,6 +295,72 @@ impl RedisStore {
         futures::future::join_all(calls).await.into_iter().collect()
     }
 
+    /// A `latest` read in Volga's layout: one `HMGET` of `values_json` and the
+    /// entity's timestamp field per key, pipelined (one round trip). A record
+    /// without an event time gets the read's time, as Volga's reader gave it.
+    async fn read_volga(
+        &self,
+        feature: &Feature,
+        keys: &[EntityKey],
+        query: &Query,
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        if *query != Query::Latest {
+            return Err(StoreError::new(
+                StoreErrorKind::Unsupported,
+                format!(
+                    "redis: a `{}` read of `{}` in Volga's layout, which holds only the latest record",
+                    query.name(),
+                    feature.name
+                ),
+            ));
+        }
+        let corrupt = |key: &str, e: volga::MapError| {
+            StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!("redis: Volga's hash `{key}`: {e}"),
+            )
+        };
+        let names = keys
+            .iter()
+            .map(|k| volga::redis_key(feature, k).map_err(|e| corrupt(k.as_str(), e)))
+            .collect::<Result<Vec<String>, _>>()?;
+        let client = self.pool.next().with_options(&self.fail_fast());
+        let pipeline = client.pipeline();
+        for name in &names {
+            let fields = vec![volga::VALUES_FIELD, feature.entity.timestamp_name()];
+            let queued: Result<(), FredError> = pipeline.hmget(name.as_str(), fields).await;
+            queued.map_err(|e| map_error(&e))?;
+        }
+        let replies: Vec<RedisValue> = pipeline
+            .try_all::<RedisValue>()
+            .await
+            .into_iter()
+            .map(|r| r.map_err(|e| map_error(&e)))
+            .collect::<Result<_, _>>()?;
+        if replies.len() != keys.len() {
+            return Err(StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!("redis: {} replies for {} keys", replies.len(), keys.len()),
+            ));
+        }
+        let now = oka_core::Timestamp::now();
+        replies
+            .into_iter()
+            .zip(keys.iter().zip(&names))
+            .map(|(reply, (key, name))| {
+                let fields = array_of(reply)?;
+                let Some(values) = fields.first().map(bytes_of).transpose()?.flatten() else {
+                    return Ok(Vec::new());
+                };
+                let key_values = volga::key_values(feature, key).map_err(|e| corrupt(name, e))?;
+                let hash_time = fields.get(1).map(bytes_of).transpose()?.flatten();
+                let row = volga::record(feature, &key_values, values, hash_time, now)
+                    .map_err(|e| corrupt(name, e))?;
+                Ok(vec![row])
+            })
+            .collect()
+    }
+
     /// Commands fail at once while the connection is down, rather than queueing
     /// until it returns.
     fn fail_fast(&self) -> Options {
@@ -335,6 +410,9 @@ impl FeatureStore for RedisStore {
     ) -> Result<Vec<Vec<Row>>, StoreError> {
         if keys.is_empty() {
             return Ok(Vec::new());
+        }
+        if self.layout == Layout::Volga {
+            return self.read_volga(feature, keys, query).await;
         }
         let client = self.pool.next().with_options(&self.fail_fast());
         let replies: Vec<RedisValue> = match *query {
@@ -403,6 +481,15 @@ impl FeatureStore for RedisStore {
         feature: &Feature,
         records: &[(EntityKey, Row)],
     ) -> Result<(), StoreError> {
+        if self.layout == Layout::Volga {
+            return Err(StoreError::new(
+                StoreErrorKind::Unsupported,
+                format!(
+                    "redis: `{}` is read from Volga's layout, which takes no writes",
+                    feature.name
+                ),
+            ));
+        }
         for chunk in records.chunks(WRITE_CHUNK) {
             match self.write_chunk(feature, chunk).await {
                 Err(e) if e.details().starts_with("NOSCRIPT") => {
@@ -429,6 +516,12 @@ impl FeatureStore for RedisStore {
         }
         let store = Self::connect_pool(&self.url, self.options.clone(), 1).await?;
         Ok(Some(std::sync::Arc::new(store)))
+    }
+
+    fn latest_only(&self) -> Option<&'static str> {
+        (self.layout == Layout::Volga).then_some(
+            "the store is Volga's layout (`layout=volga`), which holds only the latest record of each key and takes no writes",
+        )
     }
 
     async fn health(&self) -> Result<(), StoreError> {

@@ -17,17 +17,65 @@ pub struct UnknownOption {
     pub suggestion: String,
 }
 
-const SENTINEL: [&str; 4] = [
+const SENTINEL: [&str; 5] = [
     "sentinelServiceName",
     "sentinelUsername",
     "sentinelPassword",
     "node",
+    "layout",
 ];
 
+/// How the store's data is laid out in Redis (the URL option `layout`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// Oka's own: latest record and bounded history per key (`layout=oka`, the
+    /// default).
+    #[default]
+    Oka,
+    /// Volga's hashes, read-only, latest only (`layout=volga`).
+    Volga,
+}
+
+/// A `layout` option with a value other than `oka` or `volga`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "`layout={0}`: the layouts are `oka` (the default: Oka's own) and `volga` (Volga's hot-feature hashes, read-only){1}"
+)]
+pub struct UnknownLayout(pub String, pub String);
+
+/// The URL's `layout` option, and the URL without it (for the driver).
+pub fn take_layout(url: &str) -> Result<(String, Layout), UnknownLayout> {
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), Layout::Oka));
+    };
+    let mut layout = Layout::Oka;
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("layout", "oka")) => layout = Layout::Oka,
+            Some(("layout", "volga")) => layout = Layout::Volga,
+            Some(("layout", other)) => {
+                return Err(UnknownLayout(
+                    other.to_owned(),
+                    did_you_mean(other, ["oka", "volga"]),
+                ));
+            }
+            None if pair == "layout" => return Err(UnknownLayout(String::new(), String::new())),
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, layout))
+}
+
 /// Checks the query options of a Redis URL against what its scheme takes:
-/// `node` for clusters; `sentinelServiceName`, `sentinelUsername`,
-/// `sentinelPassword` and `node` for sentinels (a plain `redis://` URL with
-/// `sentinelServiceName` is a sentinel one); nothing otherwise.
+/// `layout` everywhere; `node` for clusters; `sentinelServiceName`,
+/// `sentinelUsername`, `sentinelPassword` and `node` for sentinels (a plain
+/// `redis://` URL with `sentinelServiceName` is a sentinel one).
 pub fn check_options(url: &str) -> Result<(), UnknownOption> {
     let scheme = url.split_once("://").map_or("", |(s, _)| s);
     let Some((_, query)) = url.split_once('?') else {
@@ -40,11 +88,11 @@ pub fn check_options(url: &str) -> Result<(), UnknownOption> {
         .map(|p| p.split_once('=').map_or(p, |(k, _)| k))
         .collect();
     let known: &[&str] = if scheme.ends_with("-cluster") {
-        &["node"]
+        &["node", "layout"]
     } else if scheme.ends_with("-sentinel") || names.contains(&"sentinelServiceName") {
         &SENTINEL
     } else {
-        &["sentinelServiceName"]
+        &["sentinelServiceName", "layout"]
     };
     match names.iter().find(|n| !known.contains(n)) {
         None => Ok(()),
@@ -52,10 +100,11 @@ pub fn check_options(url: &str) -> Result<(), UnknownOption> {
             option: (*option).to_owned(),
             scheme: scheme.to_owned(),
             takes: match known {
-                [only] if *only == "node" => {
-                    "only `node` (another cluster node, host:port)".to_owned()
+                [only, _] if *only == "node" => {
+                    "only `node` (another cluster node, host:port) and `layout` (`oka` or `volga`)"
+                        .to_owned()
                 }
-                [_] => "no options (`sentinelServiceName` makes it a sentinel URL)".to_owned(),
+                [_, _] => "only `layout` (`oka` or `volga`); `sentinelServiceName` makes it a sentinel URL".to_owned(),
                 _ => format!(
                     "only {}",
                     known
@@ -76,6 +125,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_layout_option_is_taken_out_of_the_url() {
+        assert_eq!(
+            take_layout("redis://h:1/2?layout=volga").unwrap(),
+            ("redis://h:1/2".to_owned(), Layout::Volga)
+        );
+        assert_eq!(
+            take_layout("redis-cluster://a:1?node=b:2&layout=oka&node=c:3").unwrap(),
+            (
+                "redis-cluster://a:1?node=b:2&node=c:3".to_owned(),
+                Layout::Oka
+            )
+        );
+        assert_eq!(take_layout("redis://h").unwrap().1, Layout::Oka);
+        assert_eq!(
+            take_layout("redis://h?layout=volgaa")
+                .unwrap_err()
+                .to_string(),
+            "`layout=volgaa`: the layouts are `oka` (the default: Oka's own) and `volga` (Volga's hot-feature hashes, read-only) (did you mean `volga`?)"
+        );
+    }
+
+    #[test]
     fn known_options_pass_and_unknown_ones_are_named() {
         for ok in [
             "redis://127.0.0.1:6379",
@@ -83,6 +154,8 @@ mod tests {
             "redis-cluster://a:1?node=b:2&node=c:3",
             "rediss-sentinel://a:26379/0?sentinelServiceName=m&node=b:26379",
             "redis://a:26379?sentinelServiceName=m&sentinelPassword=p",
+            "redis://h:1/0?layout=volga",
+            "redis-cluster://a:1?layout=volga&node=b:2",
         ] {
             assert_eq!(check_options(ok), Ok(()), "{ok}");
         }
@@ -90,19 +163,19 @@ mod tests {
             check_options("redis://host:6379?layuot=x")
                 .unwrap_err()
                 .to_string(),
-            "unknown option `layuot`: redis:// takes no options (`sentinelServiceName` makes it a sentinel URL)"
+            "unknown option `layuot`: redis:// takes only `layout` (`oka` or `volga`); `sentinelServiceName` makes it a sentinel URL (did you mean `layout`?)"
         );
         assert_eq!(
             check_options("redis-cluster://a:1?nod=b:2")
                 .unwrap_err()
                 .to_string(),
-            "unknown option `nod`: redis-cluster:// takes only `node` (another cluster node, host:port) (did you mean `node`?)"
+            "unknown option `nod`: redis-cluster:// takes only `node` (another cluster node, host:port) and `layout` (`oka` or `volga`) (did you mean `node`?)"
         );
         assert_eq!(
             check_options("redis-sentinel://a:1?sentinelServicename=m")
                 .unwrap_err()
                 .to_string(),
-            "unknown option `sentinelServicename`: redis-sentinel:// takes only `sentinelServiceName`, `sentinelUsername`, `sentinelPassword`, `node` (did you mean `sentinelServiceName`?)"
+            "unknown option `sentinelServicename`: redis-sentinel:// takes only `sentinelServiceName`, `sentinelUsername`, `sentinelPassword`, `node`, `layout` (did you mean `sentinelServiceName`?)"
         );
     }
 }

@@ -48,6 +48,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
         ErrorCode::TooManyReloads => StatusCode::TOO_MANY_REQUESTS,
+        ErrorCode::UnsupportedByStore => StatusCode::CONFLICT,
         ErrorCode::Overloaded | ErrorCode::StoreUnavailable | ErrorCode::ShuttingDown => {
             StatusCode::SERVICE_UNAVAILABLE
         }
@@ -62,11 +63,14 @@ impl From<RequestError> for ApiError {
     }
 }
 
+/// What a client is told when the store cannot do what its request needs.
+pub const UNSUPPORTED_BY_STORE: &str = "this server reads a store in Volga's layout, which holds only the latest record of each key and takes no writes: ask for `latest` reads (no `n`, `start` or `end` in `query_args`), and write through Volga's pipeline";
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         // The details stay in the log; the client gets the kind.
         match e.kind {
-            StoreErrorKind::Timeout | StoreErrorKind::Unavailable => {
+            StoreErrorKind::Timeout | StoreErrorKind::Unavailable | StoreErrorKind::Unsupported => {
                 tracing::debug!(kind = ?e.kind, error = %e.message, "store call failed");
             }
             _ => tracing::warn!(kind = ?e.kind, error = %e.message, "store call failed"),
@@ -80,6 +84,9 @@ impl From<StoreError> for ApiError {
                 ErrorCode::StoreUnavailable,
                 "the feature store is unavailable",
             ),
+            StoreErrorKind::Unsupported => {
+                Self::new(ErrorCode::UnsupportedByStore, UNSUPPORTED_BY_STORE)
+            }
             _ => Self::new(ErrorCode::Internal, "internal error"),
         }
     }

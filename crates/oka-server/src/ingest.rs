@@ -31,6 +31,9 @@ pub async fn ingest(shared: &Shared, body: &[u8]) -> Result<Vec<u8>, ApiError> {
         BodyError::UnknownField(_) => ApiError::new(ErrorCode::UnknownField, e.to_string()),
         BodyError::UnknownFeature(_) => ApiError::new(ErrorCode::UnknownFeature, e.to_string()),
         BodyError::NotPipeline(_) => ApiError::new(ErrorCode::InvalidRequest, e.to_string()),
+        BodyError::Store { error, .. } if error.kind == StoreErrorKind::Unsupported => {
+            ApiError::new(ErrorCode::UnsupportedByStore, crate::error::UNSUPPORTED_BY_STORE)
+        }
         BodyError::Store { error, written } => {
             tracing::warn!(kind = ?error.kind, error = %error.message, written, "ingest body failed in the store");
             let (code, what) = match error.kind {

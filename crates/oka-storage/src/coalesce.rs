@@ -216,6 +216,10 @@ impl FeatureStore for Coalescing {
         self.inner.backend()
     }
 
+    fn latest_only(&self) -> Option<&'static str> {
+        self.inner.latest_only()
+    }
+
     async fn read(
         &self,
         feature: &Feature,

@@ -6,13 +6,16 @@
 //! - [`codec`]: the versioned MessagePack record encoding networked backends store.
 //! - [`memory`]: the embedded default, a sharded concurrent map with bounded history.
 //! - [`conformance`]: the suite every backend must pass (run by each backend's tests).
+//! - [`fit`]: whether a spec fits a store (a latest-only store serves no history).
 
 pub mod coalesce;
 pub mod codec;
 pub mod conformance;
+pub mod fit;
 pub mod memory;
 pub mod store;
 
 pub use coalesce::Coalescing;
+pub use fit::{DoesNotFit, check_registry};
 pub use memory::MemoryStore;
 pub use store::{FeatureStore, StoreError, StoreErrorKind};

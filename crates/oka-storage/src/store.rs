@@ -19,6 +19,9 @@ pub enum StoreErrorKind {
     NotFound,
     /// Stored data could not be decoded.
     Corrupt,
+    /// The store cannot do this at all (a write to a read-only store, a history
+    /// read from one that keeps only the latest record); retrying will not help.
+    Unsupported,
     /// Anything else.
     Internal,
 }
@@ -31,6 +34,7 @@ impl StoreErrorKind {
             Self::Unavailable => "the store is unavailable",
             Self::NotFound => "the store is missing data it needs",
             Self::Corrupt => "the store holds data that cannot be decoded",
+            Self::Unsupported => "the store cannot do this",
             Self::Internal => "the store call failed",
         }
     }
@@ -112,6 +116,15 @@ pub trait FeatureStore: Send + Sync + fmt::Debug + 'static {
     /// shares this store.
     async fn for_worker(&self) -> Result<Option<std::sync::Arc<dyn FeatureStore>>, StoreError> {
         Ok(None)
+    }
+
+    /// Why this store answers only `latest` reads and takes no writes (Volga's
+    /// layout: the latest record of each key, written by Volga's pipeline), or
+    /// `None` for a store that keeps history and takes writes. A spec whose
+    /// features read `range` or `last_n`, or that runs sources, is refused at load
+    /// against such a store ([`crate::check_registry`]).
+    fn latest_only(&self) -> Option<&'static str> {
+        None
     }
 
     /// Reads answered by a store call that another concurrent read made (read
