@@ -1,7 +1,9 @@
 //! `oka migrate volga`: copies a Volga deployment's features out of its Redis
-//! (`volga:hot_feature:{feature}:{keys}` hashes) into a store in Oka's layout.
+//! (`volga:hot_feature:{feature}:{keys}` hashes) or its CQL table
+//! (`persistent.hot_features`) into a store in Oka's layout.
 //!
-//! One `SCAN` page at a time: the page's hashes are mapped onto the spec's pipeline
+//! One page at a time (a Redis `SCAN` page, a CQL result page): the page's records
+//! are mapped onto the spec's pipeline
 //! feature of the same name, written (each feature's records in one batched store
 //! write), and only then is the scan cursor saved in the state file. An interrupted
 //! copy resumes from the last saved page; the page in flight is written again,
@@ -14,7 +16,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use oka_core::{EntityKey, Feature, NativeUdfs, Registry, Row, Timestamp};
 use oka_redis::volga;
-use oka_redis::volga_source::{VolgaHash, VolgaSource};
+use oka_redis::volga_source::{Page, VolgaHash, VolgaSource};
+use oka_scylla::volga::VolgaCqlSource;
 use oka_storage::FeatureStore;
 use serde::{Deserialize, Serialize};
 
@@ -23,8 +26,11 @@ use crate::stores;
 /// `oka migrate volga`'s options.
 #[derive(Debug, Clone, clap::Args)]
 pub struct VolgaArgs {
-    /// Volga's Redis, where its pipeline wrote `volga:hot_feature:*` hashes:
-    /// `redis://[user:pass@]host:port[/db]` (or `rediss://`). Read only.
+    /// Where Volga's features are, read only: its Redis
+    /// (`redis://[user:pass@]host:port[/db]` or `rediss://`; the
+    /// `volga:hot_feature:*` hashes), or its CQL cluster
+    /// (`scylla://host[:port][,host…][/keyspace]` or `cassandra://…`; the
+    /// `hot_features` table, keyspace `persistent` unless the URL names one).
     #[arg(long)]
     pub from: String,
     /// The spec: each Volga feature is copied into the pipeline feature of the same
@@ -48,7 +54,7 @@ pub struct VolgaArgs {
     /// on): a long copy in slices, e.g. outside peak hours.
     #[arg(long)]
     pub max_pages: Option<u64>,
-    /// Keys per page (Redis `SCAN … COUNT`).
+    /// Records per page (Redis `SCAN … COUNT`; the CQL page size).
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch: u32,
 }
@@ -156,6 +162,63 @@ impl State {
     }
 }
 
+/// Volga's data: its Redis or its CQL table.
+enum Source {
+    Redis(VolgaSource),
+    Cql(Box<VolgaCqlSource>),
+}
+
+impl Source {
+    async fn connect(url: &str, timeout: Duration) -> Result<Self, oka_storage::StoreError> {
+        if url.starts_with("scylla://") || url.starts_with("cassandra://") {
+            let quiet = crate::logs::quiet_driver();
+            let source = VolgaCqlSource::connect(url, timeout)
+                .await
+                .map(|s| Self::Cql(Box::new(s)));
+            drop(quiet);
+            source
+        } else {
+            VolgaSource::connect(url, timeout).await.map(Self::Redis)
+        }
+    }
+
+    /// The page at `cursor` (`"0"`: the first); its `next` is `"0"` after the last.
+    async fn page(&self, cursor: &str, count: u32) -> Result<Page, oka_storage::StoreError> {
+        match self {
+            Self::Redis(r) => r.page(cursor, count).await,
+            Self::Cql(c) => {
+                let start = (cursor != "0").then(|| from_hex(cursor)).flatten();
+                let (rows, next) = c.page(start, count).await?;
+                let hashes = rows
+                    .into_iter()
+                    .map(|r| VolgaHash {
+                        key: format!("hot_features row ({}, {})", r.feature, r.keys_json),
+                        feature: r.feature,
+                        fields: [
+                            (volga::KEYS_FIELD.to_owned(), r.keys_json.into_bytes()),
+                            (volga::VALUES_FIELD.to_owned(), r.values_json.into_bytes()),
+                        ]
+                        .into(),
+                    })
+                    .collect();
+                let next = next.map_or_else(|| "0".to_owned(), |b| to_hex(&b));
+                Ok(Page { hashes, next })
+            }
+        }
+    }
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(s: &str) -> Option<Vec<u8>> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .collect()
+}
+
 /// Runs the copy (or its next slice); `Ok(true)` when every record so far was
 /// copied.
 pub fn run(args: &VolgaArgs, natives: &NativeUdfs) -> Result<bool> {
@@ -181,14 +244,12 @@ pub fn run(args: &VolgaArgs, natives: &NativeUdfs) -> Result<bool> {
     let started = Instant::now();
     rt.block_on(async {
         let timeout = Duration::from_millis(args.store.store_timeout_ms.max(5000));
-        let source = VolgaSource::connect(&args.from, timeout)
-            .await
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "cannot read Volga's Redis at {}: {e}",
-                    stores::redact(&args.from)
-                )
-            })?;
+        let source = Source::connect(&args.from, timeout).await.map_err(|e| {
+            anyhow::anyhow!(
+                "cannot read Volga's data at {}: {e}",
+                stores::redact(&args.from)
+            )
+        })?;
         let store = stores::open_for_writes(&args.store, "migrate volga").await?;
         copy(&source, &*store, &registry, args, &mut state).await
     })?;
@@ -198,7 +259,7 @@ pub fn run(args: &VolgaArgs, natives: &NativeUdfs) -> Result<bool> {
 
 /// Copies page after page until the scan ends, saving the state after each.
 async fn copy(
-    source: &VolgaSource,
+    source: &Source,
     store: &dyn FeatureStore,
     registry: &Registry,
     args: &VolgaArgs,
@@ -218,7 +279,7 @@ async fn copy(
     loop {
         let page = source.page(&state.cursor, args.batch).await.map_err(|e| {
             anyhow::anyhow!(
-                "reading Volga's Redis at {}: {e}; {} so far; run the same command again to resume",
+                "reading Volga's data at {}: {e}; {} so far; run the same command again to resume",
                 state.from,
                 copied_text(state)
             )

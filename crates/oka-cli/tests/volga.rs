@@ -1,7 +1,8 @@
 //! A Volga deployment's Redis, as Volga's pipeline writes it, served as it stands
 //! (`--store redis://…?layout=volga`) and copied into Oka's layout (`oka migrate
-//! volga`): both serve the same values. Needs `OKA_TEST_REDIS_URL` (set by
-//! `.ci/run`); uses databases 5 and 6 of that server.
+//! volga`): both serve the same values; Volga's CQL table is copied too. Needs
+//! `OKA_TEST_REDIS_URL` (set by `.ci/run`; uses databases 5, 6 and 7 of that
+//! server) and, for the CQL test, `OKA_TEST_CQL_URL` (keyspace `volga_migrate_test`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
@@ -323,4 +324,128 @@ fn a_volga_layout_store_refuses_history_sources_and_writes() {
         ),
         "{stderr}"
     );
+}
+
+/// Volga's CQL layout (`volga/storage/scylla/consts.py`), and rows as its
+/// `ScyllaPyHotFeatureStorageApi.insert` writes them.
+async fn volga_cql_data(base: &str) {
+    use scylla::client::session_builder::SessionBuilder;
+    let host = base.split_once("://").unwrap().1;
+    let session = SessionBuilder::new()
+        .known_node(host)
+        .build()
+        .await
+        .unwrap();
+    for ddl in [
+        "CREATE KEYSPACE IF NOT EXISTS volga_migrate_test WITH replication = {'class': 'SimpleStrategy', 'replication_factor': '1'}",
+        "DROP TABLE IF EXISTS volga_migrate_test.hot_features",
+        "CREATE TABLE volga_migrate_test.hot_features (feature_name text, keys_json text, values_json text, PRIMARY KEY (feature_name, keys_json))",
+    ] {
+        session.query_unpaged(ddl, ()).await.unwrap();
+    }
+    let insert = session
+        .prepare("INSERT INTO volga_migrate_test.hot_features (feature_name, keys_json, values_json) VALUES (?, ?, ?)")
+        .await
+        .unwrap();
+    let mut rows: Vec<(String, String, String)> = (0..300)
+        .map(|i| {
+            (
+                "test_feature".to_owned(),
+                format!(r#"{{"id": "c-{i}"}}"#),
+                format!(r#"{{"value": {i}.5}}"#),
+            )
+        })
+        .collect();
+    rows.extend((0..5).map(|u| {
+        (
+            "pair".to_owned(),
+            format!(r#"{{"user": {u}, "merchant": "m"}}"#),
+            format!(r#"{{"n": {u}, "tags": []}}"#),
+        )
+    }));
+    rows.push((
+        "test_feature".to_owned(),
+        r#"{"id": "c-bad"}"#.to_owned(),
+        r#"{"value": "x"}"#.to_owned(),
+    ));
+    for r in rows {
+        session.execute_unpaged(&insert, r).await.unwrap();
+    }
+}
+
+#[test]
+fn migrate_volga_copies_volgas_cql_table() {
+    let (Some(cql), Some(url)) = (
+        service_url("OKA_TEST_CQL_URL", "OKA_REQUIRE_CQL"),
+        service_url("OKA_TEST_REDIS_URL", "OKA_REQUIRE_REDIS"),
+    ) else {
+        return;
+    };
+    let base = cql
+        .rsplit_once('/')
+        .map_or(cql.as_str(), |(b, _)| b)
+        .to_owned();
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(volga_cql_data(&base));
+    let to = format!("{}/7", url.trim_end_matches('/'));
+    redis(
+        &to.replace("/7", ""),
+        &[cmd(&["SELECT", "7"]), cmd(&["FLUSHDB"])],
+    );
+    let spec = tmp_file("volga-cql-spec.yaml", SPEC);
+    let state = std::env::temp_dir().join(format!("oka-migrate-cql-{}.json", std::process::id()));
+    let _ = std::fs::remove_file(&state);
+    let from = format!("{base}/volga_migrate_test");
+    let migrate = |extra: &[&str]| {
+        let mut args = vec![
+            "migrate",
+            "volga",
+            "--from",
+            &from,
+            "--spec",
+            spec.to_str().unwrap(),
+            "--store",
+            &to,
+            "--batch",
+            "50",
+            "--state",
+            state.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        oka(&args)
+    };
+    let (_, stdout, stderr) = migrate(&["--max-pages", "2"]);
+    assert!(stdout.contains(": not finished: "), "{stdout}{stderr}");
+    let (code, stdout, stderr) = migrate(&[]);
+    assert!(stderr.contains("resuming the copy in"), "{stderr}");
+    assert!(
+        stdout.contains(": finished: 305 records copied, 1 not mapped"),
+        "{stdout}{stderr}"
+    );
+    assert!(
+        stdout.contains(r#"    hot_features row (test_feature, {"id": "c-bad"}): `values_json` field `value` of entity `TestEntity`: expected float, got string"#),
+        "{stdout}"
+    );
+    assert_eq!(code, Some(1));
+
+    let served = start_oka(&["--spec", spec.to_str().unwrap(), "--store", &to], None);
+    let body = json!({
+        "target_features": ["simple_feature", "pair"],
+        "feature_keys": {
+            "simple_feature": [{"id": "c-0"}, {"id": "c-299"}, {"id": "c-bad"}],
+            "pair": [{"user": 4, "merchant": "m"}],
+        },
+        "udf_args": {"simple_feature": {"multiplier": 2.0}},
+    })
+    .to_string();
+    let (status, out) = http(served.addr, "POST", "/v1/features", &body).unwrap();
+    assert_eq!(status, 200, "{out}");
+    let out: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(out["results"]["simple_feature"][0][0]["value"], 1.0);
+    assert_eq!(out["results"]["simple_feature"][1][0]["value"], 599.0);
+    assert_eq!(out["statuses"]["simple_feature"][2], "missing");
+    assert_eq!(out["results"]["pair"][0][0]["n"], 4);
 }

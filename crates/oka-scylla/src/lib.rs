@@ -4,12 +4,14 @@
 //! - [`schema`]: store URLs, replication, and the CQL schema (`oka schema` prints it).
 //! - [`store`]: [`ScyllaStore`]: prepared idempotent statements, bounded concurrent
 //!   single-partition reads, per-partition batched writes, error kinds.
+//! - [`volga`]: a Volga deployment's `hot_features` table page by page (`oka migrate volga`).
 //!
 //! Records use [`oka_storage::codec`], the same encoding as the Redis backend. The
 //! layout and the consistency/replication guidance are in `docs/storage.md`.
 
 pub mod schema;
 pub mod store;
+pub mod volga;
 
 pub use schema::{Replication, ReplicationError, StoreUrl, UrlError};
 pub use store::{Consistency, ScyllaOptions, ScyllaStore, UnknownConsistency, parse_consistency};

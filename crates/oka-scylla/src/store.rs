@@ -327,7 +327,7 @@ fn prepare_kind(e: &PrepareError) -> StoreErrorKind {
     }
 }
 
-fn map_session_error(e: &NewSessionError) -> StoreError {
+pub(crate) fn map_session_error(e: &NewSessionError) -> StoreError {
     let kind = match e {
         NewSessionError::FailedToResolveAnyHostname(_)
         | NewSessionError::EmptyKnownNodesList
