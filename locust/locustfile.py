@@ -956,28 +956,50 @@ def _key_spec(text: str, kind: str | None = None):
     return f.strip(), {"pattern": spec[8:] if spec.startswith("pattern:") else spec}
 
 
+def _opt(opts, name: str, typ):
+    """An override option's value, or None when not given. The web UI's start form sends
+    every field as text, and an empty field for an option that has no default."""
+    v = getattr(opts, name, None)
+    if v is None or v == "":
+        return None
+    if typ is str or isinstance(v, typ):
+        return v
+    try:
+        return typ(v)
+    except (TypeError, ValueError):
+        flag = "--" + name.replace("_", "-")
+        raise WorkloadError(f"{flag}: expected {'an integer' if typ is int else 'a number'}, "
+                            f"got {v!r}") from None
+
+
+def _list_opt(opts, name: str) -> list[str]:
+    v = getattr(opts, name, None) or []
+    return [v] if isinstance(v, str) else [x for x in v if x]
+
+
 def apply_overrides(raw: dict, opts) -> dict:
     """The workload with the --oka-* overrides applied (a copy)."""
     w = copy.deepcopy(raw)
+    nkeys, batch = _opt(opts, "oka_keys", int), _opt(opts, "oka_batch", int)
     keys = w.get("keys")
-    if keys is None and (getattr(opts, "oka_keys", 0) or getattr(opts, "oka_key", None)):
+    if keys is None and (nkeys or _list_opt(opts, "oka_key")):
         keys = w["keys"] = {}
     t = _targets(opts)
     if t:
         w["targets"] = t
-    if getattr(opts, "oka_batch", None):
-        w["batch"] = opts.oka_batch
+    if batch:
+        w["batch"] = batch
     if isinstance(keys, dict):
-        if getattr(opts, "oka_keys", 0):
+        if nkeys:
             start = keys.get("range", [0])[0] if isinstance(keys.get("range"), list) and keys["range"] else 0
-            keys["range"] = [start, start + opts.oka_keys]
-        for text in getattr(opts, "oka_key", None) or []:
+            keys["range"] = [start, start + nkeys]
+        for text in _list_opt(opts, "oka_key"):
             f, spec = _key_spec(text)
             keys.setdefault("fields", {})
             if not isinstance(keys["fields"], dict):
                 keys["fields"] = {}
             keys["fields"][f] = spec
-        prefix = getattr(opts, "oka_key_prefix", None)
+        prefix = _opt(opts, "oka_key_prefix", str)
         if prefix is not None:
             fields = keys.get("fields") or {}
             only = list(fields.items())
@@ -990,10 +1012,11 @@ def apply_overrides(raw: dict, opts) -> dict:
                     f"PREFIX{{i}} (the seed's); this one has {list(fields) or 'no'} key fields; use "
                     "--oka-key FIELD=PATTERN instead")
             fields[only[0][0]] = f"{prefix}{{i}}"
-    if getattr(opts, "oka_multiplier", None) is not None:
-        w.setdefault("udf_args", {}).setdefault("simple_feature", {})["multiplier"] = opts.oka_multiplier
+    mult = _opt(opts, "oka_multiplier", float)
+    if mult is not None:
+        w.setdefault("udf_args", {}).setdefault("simple_feature", {})["multiplier"] = mult
     for opt, what in (("oka_udf_arg", "udf_args"), ("oka_query_arg", "query_args")):
-        for text in getattr(opts, opt, None) or []:
+        for text in _list_opt(opts, opt):
             f, name, v = _assign("--" + opt.replace("_", "-"), text, f"{what}.FEATURE.NAME")
             d = w.setdefault(what, {})
             if not isinstance(d.get(f), dict):
@@ -1036,7 +1059,7 @@ def registry_workload(host: str, opts, timeout: float = 10.0) -> tuple[dict, str
                 f"--oka-targets: {targets[0]} is keyed by {first.get('keys')} and {t} by "
                 f"{keys_of[t].get('keys')}: one request sends one key object; run them separately")
     given = {}
-    for text in getattr(opts, "oka_key", None) or []:
+    for text in _list_opt(opts, "oka_key"):
         f = text.split("=", 1)[0].strip()
         given[f] = _key_spec(text, first["columns"].get(f))[1]
     fields = {}
@@ -1053,7 +1076,7 @@ def registry_workload(host: str, opts, timeout: float = 10.0) -> tuple[dict, str
             raise WorkloadError(f"--oka-key {f}=…: `{f}` is not a key field of {', '.join(targets)} "
                                 f"(keys: {', '.join(fields)}){_suggest(f, fields)}")
     udf_args = {}
-    for text in getattr(opts, "oka_udf_arg", None) or []:
+    for text in _list_opt(opts, "oka_udf_arg"):
         f, a, v = _assign("--oka-udf-arg", text, "udf_args.FEATURE.NAME")
         udf_args.setdefault(f, {})[a] = v
     for t in targets:
@@ -1065,7 +1088,7 @@ def registry_workload(host: str, opts, timeout: float = 10.0) -> tuple[dict, str
                              if c not in keys_of[t].get("keys", []) and c != keys_of[t].get("timestamp")}}
               for t in targets}
     return ({"version": WORKLOAD_VERSION, "name": "registry", "keys": {
-        "range": [0, getattr(opts, "oka_keys", 0) or DEFAULT_REGISTRY_KEYS], "fields": fields},
+        "range": [0, _opt(opts, "oka_keys", int) or DEFAULT_REGISTRY_KEYS], "fields": fields},
         "targets": targets, "udf_args": udf_args, "checks": checks}, origin)
 
 
