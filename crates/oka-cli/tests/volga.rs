@@ -237,6 +237,16 @@ fn migrate_volga_copies_what_layout_volga_serves() {
         assert!(stdout.contains(line), "{line:?} not in\n{stdout}");
     }
     assert_eq!(code, Some(1), "a record could not be mapped: exit 1");
+    // The guide shows this run's summary.
+    let guide = include_str!("../../../docs/migrating-from-volga.md");
+    let shown = guide
+        .split_once("$ oka migrate volga --from redis://")
+        .and_then(|(_, rest)| rest.split_once("\n```"))
+        .map(|(block, _)| block)
+        .expect("the summary in docs/migrating-from-volga.md");
+    for line in shown.lines().skip(2).filter(|l| !l.contains("were given")) {
+        assert!(stdout.contains(line), "the guide's {line:?} not in\n{stdout}");
+    }
     let (_, stdout, _) = migrate(&[]);
     assert!(
         stdout.contains("(already finished; pass --restart"),
