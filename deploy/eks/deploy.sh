@@ -38,12 +38,13 @@ done
 spec_args=()
 if [[ -n $spec ]]; then
   [[ -f $spec ]] || die "--spec $spec: no such file (a feature spec, docs/feature-spec.md)"
-  oka_bin=""
+  oka_bin=""   # the newest local build, so an old one does not refuse newer spec features
   for b in "$REPO_ROOT/target/release/oka" "$REPO_ROOT/target/debug/oka"; do
-    [[ -x $b ]] && { oka_bin=$b; break; }
+    [[ -x $b ]] && { [[ -z $oka_bin || $b -nt $oka_bin ]] && oka_bin=$b; }
   done
   if [[ -n $oka_bin ]]; then
-    "$oka_bin" validate --spec "$spec" || die "--spec $spec does not validate (the messages above say where); fix it first"
+    "$oka_bin" validate --spec "$spec" \
+      || die "--spec $spec does not validate with $oka_bin (the messages above say where); fix it, or rebuild if that binary is older than the image"
   else
     echo "note: no target/{release,debug}/oka here to validate $spec first; the pods will refuse a bad spec (kubectl -n $NAMESPACE logs)"
   fi
