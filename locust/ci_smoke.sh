@@ -8,7 +8,7 @@
 # 2. oka serve --demo on two free loopback ports, 2 workers; the payments spec on two
 #    more, 1 worker, its data.jsonl loaded through POST /v1/ingest (locust/ingest.py);
 #    both stopped by PID on exit
-# 3. short runs through run.py (about 45 s in all):
+# 3. short runs through run.py (about 35 s in all; the last three side by side):
 #      step      seed, native API, stepwise ramp 2 → 8 paced users, 2 keys per request (≈16 s)
 #      rate      seed, Volga GET /on_demand_compute/{json}, 40 then 80 RPS (8 s)
 #      neg       seed, a key space twice what the server holds: MUST fail (not_present)
@@ -64,6 +64,7 @@ mkdir -p "$OUT"
 # ---- 2. servers on free loopback ports
 REPO=$(cd "$HERE/.." && pwd)
 PAY=$REPO/examples/workloads/payments
+"$BIN" validate --spec "$PAY/spec.yaml"
 read -r PORT APORT PPORT PAPORT < <("$VPY" - <<'EOF'
 import socket
 socks = [socket.socket() for _ in range(4)]
@@ -144,24 +145,31 @@ rc_step=$?
   --out "$OUT/rate" --timeout 60 -- --oka-api volga --oka-shape rate --oka-rate 40,80 \
   --oka-rate-time 4 --oka-user-rps 20 --oka-multiplier 3.0
 rc_rate=$?
-"$VPY" "$HERE/run.py" --quiet --host "$HOST" --admin-url "$ADMIN" --name ci-negative \
-  --out "$OUT/neg" --timeout 60 -- --oka-shape rate --oka-rate 40 --oka-rate-time 2 \
-  --oka-user-rps 20 --oka-keys 20000 > "$OUT/neg.out" 2>&1
-rc_neg=$?
 "$VPY" "$HERE/run.py" --quiet --host "$PHOST" --admin-url "$PADMIN" --name ci-payments \
   --out "$OUT/pay" --timeout 60 -- --oka-workload "$PAY/workload.yaml" --oka-api volga \
   --oka-batch 2 --oka-shape rate --oka-rate 40,80 --oka-rate-time 2 --oka-user-rps 20
 rc_pay=$?
+# The two negative controls and the registry run are short and light: run them together.
+"$VPY" "$HERE/run.py" --quiet --host "$HOST" --admin-url "$ADMIN" --name ci-negative \
+  --out "$OUT/neg" --timeout 60 -- --oka-shape rate --oka-rate 40 --oka-rate-time 2 \
+  --oka-user-rps 20 --oka-keys 20000 > "$OUT/neg.out" 2>&1 &
+NEG_PID=$!
+PIDS+=("$NEG_PID")
 "$VPY" "$HERE/run.py" --quiet --host "$PHOST" --admin-url "$PADMIN" --name ci-payments-negative \
   --out "$OUT/pay-neg" --timeout 60 -- --oka-workload "$OUT/wrong-workload.json" \
-  --oka-shape rate --oka-rate 40 --oka-rate-time 2 --oka-user-rps 20 > "$OUT/pay-neg.out" 2>&1
-rc_pay_neg=$?
+  --oka-shape rate --oka-rate 40 --oka-rate-time 2 --oka-user-rps 20 > "$OUT/pay-neg.out" 2>&1 &
+PAY_NEG_PID=$!
+PIDS+=("$PAY_NEG_PID")
 "$VPY" "$HERE/run.py" --quiet --host "$PHOST" --admin-url "$PADMIN" --name ci-payments-registry \
   --out "$OUT/pay-reg" --timeout 60 -- --oka-workload registry \
   --oka-targets discounted,spend_last3 --oka-key 'user_id=int:1000 + i' \
   --oka-key 'merchant=m-{i % 7}' --oka-keys 400 --oka-udf-arg discounted.rate=0.5 \
   --oka-shape rate --oka-rate 40 --oka-rate-time 2 --oka-user-rps 20
 rc_pay_reg=$?
+wait "$NEG_PID"
+rc_neg=$?
+wait "$PAY_NEG_PID"
+rc_pay_neg=$?
 set -e
 
 # ---- 4. plots (step and rate: 2 workers; pay: 1 worker)
