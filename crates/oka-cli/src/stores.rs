@@ -166,6 +166,8 @@ pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureS
             };
             oka_redis::url::check_options(url)
                 .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;
+            oka_redis::url::take_layout(url)
+                .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;
             let store = RedisStore::connect(url, options)
                 .await
                 .map_err(|e| unreachable(url, &e, Backend::Redis))?;

@@ -49,19 +49,19 @@ fn bad_invocations_have_human_messages() {
         ),
         (
             ingest(&["--store", "redis://127.0.0.1:6379?layuot=x"]),
-            "error: the store URL `redis://127.0.0.1:6379?layuot=x`: unknown option `layuot`: redis:// takes no options (`sentinelServiceName` makes it a sentinel URL)".into(),
+            "error: the store URL `redis://127.0.0.1:6379?layuot=x`: unknown option `layuot`: redis:// takes only `layout` (`oka` or `volga`); `sentinelServiceName` makes it a sentinel URL (did you mean `layout`?)".into(),
         ),
         (
             ingest(&["--store", "redis-cluster://127.0.0.1:6379?nod=127.0.0.1:6380"]),
-            "error: the store URL `redis-cluster://127.0.0.1:6379?nod=127.0.0.1:6380`: unknown option `nod`: redis-cluster:// takes only `node` (another cluster node, host:port) (did you mean `node`?)".into(),
+            "error: the store URL `redis-cluster://127.0.0.1:6379?nod=127.0.0.1:6380`: unknown option `nod`: redis-cluster:// takes only `node` (another cluster node, host:port) and `layout` (`oka` or `volga`) (did you mean `node`?)".into(),
         ),
         (
             ingest(&["--store", "rediss://127.0.0.1:6379/0?layout=x"]),
-            "error: the store URL `rediss://127.0.0.1:6379/0?layout=x`: unknown option `layout`: rediss:// takes no options (`sentinelServiceName` makes it a sentinel URL)".into(),
+            "error: the store URL `rediss://127.0.0.1:6379/0?layout=x`: `layout=x`: the layouts are `oka` (the default: Oka's own) and `volga` (Volga's hot-feature hashes, read-only)".into(),
         ),
         (
             ingest(&["--store", "redis-sentinel://:pw@127.0.0.1:26379?sentinelServicename=m"]),
-            "error: the store URL `redis-sentinel://:***@127.0.0.1:26379?sentinelServicename=m`: unknown option `sentinelServicename`: redis-sentinel:// takes only `sentinelServiceName`, `sentinelUsername`, `sentinelPassword`, `node` (did you mean `sentinelServiceName`?)".into(),
+            "error: the store URL `redis-sentinel://:***@127.0.0.1:26379?sentinelServicename=m`: unknown option `sentinelServicename`: redis-sentinel:// takes only `sentinelServiceName`, `sentinelUsername`, `sentinelPassword`, `node`, `layout` (did you mean `sentinelServiceName`?)".into(),
         ),
         (
             ingest(&["--store", "scylla://127.0.0.1:9042/ks?consistency=one"]),
@@ -96,8 +96,12 @@ fn bad_invocations_have_human_messages() {
             format!("error: cannot open the store at {closed}: the connection was refused: nothing listens at that host and port. Check that Redis is running there and reachable from this machine."),
         ),
         (
+            owned(&["serve", "--demo", "--store", "redis://127.0.0.1:6379?layout=volgaa"]),
+            "error: the store URL `redis://127.0.0.1:6379?layout=volgaa`: `layout=volgaa`: the layouts are `oka` (the default: Oka's own) and `volga` (Volga's hot-feature hashes, read-only) (did you mean `volga`?)".into(),
+        ),
+        (
             owned(&["serve", "--demo", "--store", "redis://127.0.0.1:6379?layuot=x"]),
-            "error: the store URL `redis://127.0.0.1:6379?layuot=x`: unknown option `layuot`: redis:// takes no options (`sentinelServiceName` makes it a sentinel URL)".into(),
+            "error: the store URL `redis://127.0.0.1:6379?layuot=x`: unknown option `layuot`: redis:// takes only `layout` (`oka` or `volga`); `sentinelServiceName` makes it a sentinel URL (did you mean `layout`?)".into(),
         ),
         (
             ingest(&["--store", &closed_cql]),

@@ -245,7 +245,10 @@ fn migrate_volga_copies_what_layout_volga_serves() {
         .map(|(block, _)| block)
         .expect("the summary in docs/migrating-from-volga.md");
     for line in shown.lines().skip(2).filter(|l| !l.contains("were given")) {
-        assert!(stdout.contains(line), "the guide's {line:?} not in\n{stdout}");
+        assert!(
+            stdout.contains(line),
+            "the guide's {line:?} not in\n{stdout}"
+        );
     }
     let (_, stdout, _) = migrate(&[]);
     assert!(
