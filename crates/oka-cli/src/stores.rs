@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Result, bail};
 use oka_redis::{RedisOptions, RedisStore};
 use oka_scylla::{Consistency, Replication, ScyllaOptions, ScyllaStore};
-use oka_storage::{Coalescing, FeatureStore, MemoryStore};
+use oka_storage::{Caching, Coalescing, FeatureStore, MemoryStore, RecordCache};
 
 /// How to reach the store.
 #[derive(Debug, Clone, clap::Args)]
@@ -63,6 +63,47 @@ pub struct ReadArgs {
     /// CQL: single-partition reads in flight per feature read.
     #[arg(long, env = "OKA_STORE_READ_CONCURRENCY", default_value_t = ScyllaOptions::default().read_concurrency)]
     pub store_read_concurrency: usize,
+    /// A read cache of pipeline records in this process: `off`; `ttl:MS`, records
+    /// serve for at most MS milliseconds after they were read (any store; a write
+    /// elsewhere is seen within MS); `tracking`, records serve until Redis says they
+    /// changed (Redis 6+ client tracking; exact, and off while tracking is down).
+    #[arg(long, env = "OKA_CACHE", default_value = "off", value_parser = CacheMode::parse)]
+    pub cache: CacheMode,
+    /// The read cache's size bound, in bytes (records, keys and bookkeeping).
+    #[arg(long, env = "OKA_CACHE_MAX_BYTES", default_value_t = 256 << 20, value_parser = clap::value_parser!(u64).range(1024..))]
+    pub cache_max_bytes: u64,
+}
+
+/// `--cache`: how (and whether) reads are cached in the process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheMode {
+    /// No cache.
+    Off,
+    /// Entries serve for at most this long.
+    Ttl(Duration),
+    /// Entries serve until the store invalidates them (Redis client tracking).
+    Tracking,
+}
+
+/// A `--cache` value that is not `off`, `ttl:MS` or `tracking`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}`: give `off`, `ttl:MS` (milliseconds, e.g. ttl:500) or `tracking`")]
+pub struct BadCacheMode(String);
+
+impl CacheMode {
+    /// Parses `off`, `ttl:MS` or `tracking`.
+    pub fn parse(s: &str) -> Result<Self, BadCacheMode> {
+        match s {
+            "off" => Ok(Self::Off),
+            "tracking" => Ok(Self::Tracking),
+            _ => s
+                .strip_prefix("ttl:")
+                .and_then(|ms| ms.parse::<u64>().ok())
+                .filter(|ms| *ms > 0)
+                .map(|ms| Self::Ttl(Duration::from_millis(ms)))
+                .ok_or_else(|| BadCacheMode(s.to_owned())),
+        }
+    }
 }
 
 impl Default for ReadArgs {
@@ -73,6 +114,8 @@ impl Default for ReadArgs {
             store_read_consistency: Consistency::LocalOne,
             store_speculative_ms: 0,
             store_read_concurrency: ScyllaOptions::default().read_concurrency,
+            cache: CacheMode::Off,
+            cache_max_bytes: 256 << 20,
         }
     }
 }
@@ -98,6 +141,39 @@ pub struct CqlArgs {
     /// `DC:RF[,DC:RF…]` (NetworkTopologyStrategy; production: 3 per DC).
     #[arg(long, env = "OKA_STORE_REPLICATION", default_value = "simple:1", value_parser = Replication::parse)]
     pub store_replication: Replication,
+}
+
+/// Puts the read cache in front of `store` as `--cache` says; `redis` is the Redis
+/// URL and key prefix, which `--cache tracking` needs.
+async fn cached(
+    reads: &ReadArgs,
+    store: Arc<dyn FeatureStore>,
+    redis: Option<(&str, &str)>,
+) -> Result<Arc<dyn FeatureStore>> {
+    let ttl = match reads.cache {
+        CacheMode::Off => return Ok(store),
+        CacheMode::Ttl(ttl) => Some(ttl),
+        CacheMode::Tracking => None,
+    };
+    let cache = Arc::new(RecordCache::new(reads.cache_max_bytes, ttl));
+    let caching = Caching::new(store, Arc::clone(&cache));
+    if ttl.is_some() {
+        return Ok(Arc::new(caching));
+    }
+    let Some((url, prefix)) = redis else {
+        bail!(
+            "--cache tracking needs a Redis store (it uses Redis's client tracking to hear of every change); for other stores use --cache ttl:MS"
+        );
+    };
+    if caching.latest_only().is_some() {
+        bail!(
+            "--cache tracking works on Oka's Redis layout, not `layout=volga`; use --cache ttl:MS there"
+        );
+    }
+    let tracker = oka_redis::tracking::Tracker::start(url, prefix, cache, Duration::from_secs(5))
+        .await
+        .map_err(|e| anyhow::anyhow!("--cache tracking: turning Redis client tracking on at {} failed: {e} (it needs Redis 6 or newer)", redact(url)))?;
+    Ok(Arc::new(caching.with_guard(Arc::new(tracker))))
 }
 
 /// Wraps a networked store in read coalescing unless `--store-coalesce-reads false`.
@@ -148,10 +224,18 @@ pub const MEMORY: &str = "memory://";
 pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureStore>> {
     let url = args.url();
     let scheme = url.split_once("://").map_or(url, |(s, _)| s);
+    if reads.cache == CacheMode::Tracking && !scheme.starts_with("redis") {
+        bail!(
+            "--cache tracking needs a Redis store (it uses Redis's client tracking to hear of every change); for other stores use --cache ttl:MS"
+        );
+    }
     match scheme {
         "memory" if url != MEMORY => bail!(
             "the store URL `{}`: memory:// takes no host, path or options",
             redact(url)
+        ),
+        "memory" if reads.cache != CacheMode::Off => bail!(
+            "--cache is for Redis and CQL stores; memory:// is already in this process and needs none (drop --cache, or give --store redis://…)"
         ),
         "memory" => Ok(Arc::new(MemoryStore::new())),
         "redis" | "rediss" | "redis-cluster" | "rediss-cluster" | "redis-sentinel"
@@ -168,10 +252,12 @@ pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureS
                 .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;
             oka_redis::url::take_layout(url)
                 .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;
+            let prefix = options.key_prefix.clone();
             let store = RedisStore::connect(url, options)
                 .await
                 .map_err(|e| unreachable(url, &e, Backend::Redis))?;
-            Ok(coalesced(reads, Arc::new(store)))
+            let store = coalesced(reads, Arc::new(store));
+            cached(reads, store, Some((url, prefix.as_str()))).await
         }
         "scylla" | "cassandra" => {
             let cql = &args.cql;
@@ -197,7 +283,7 @@ pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureS
                 .await
                 .map_err(|e| unreachable(url, &e, Backend::Cql))?;
             drop(quiet);
-            Ok(coalesced(reads, Arc::new(store)))
+            cached(reads, coalesced(reads, Arc::new(store)), None).await
         }
         other => bail!(
             "unsupported store URL scheme `{other}://` (this build supports memory://, redis[s]://, redis[s]-cluster://, redis[s]-sentinel://, scylla://, cassandra://)"

@@ -96,6 +96,14 @@ fn bad_invocations_have_human_messages() {
             format!("error: cannot open the store at {closed}: the connection was refused: nothing listens at that host and port. Check that Redis is running there and reachable from this machine."),
         ),
         (
+            owned(&["serve", "--demo", "--cache", "tracking"]),
+            "error: --cache tracking needs a Redis store (it uses Redis's client tracking to hear of every change); for other stores use --cache ttl:MS".into(),
+        ),
+        (
+            owned(&["serve", "--demo", "--cache", "ttl:500"]),
+            "error: --cache is for Redis and CQL stores; memory:// is already in this process and needs none (drop --cache, or give --store redis://…)".into(),
+        ),
+        (
             owned(&["serve", "--demo", "--store", "redis://127.0.0.1:6379?layout=volgaa"]),
             "error: the store URL `redis://127.0.0.1:6379?layout=volgaa`: `layout=volgaa`: the layouts are `oka` (the default: Oka's own) and `volga` (Volga's hot-feature hashes, read-only) (did you mean `volga`?)".into(),
         ),

@@ -1,6 +1,7 @@
 //! Oka's Redis backend (`redis://`, `rediss://`, `redis-cluster://`), on `fred`.
 //!
 //! - [`store`]: [`RedisStore`], the key layout, batched reads and writes, error kinds.
+//! - [`tracking`]: the read cache kept exact by Redis's client tracking (`--cache tracking`).
 //! - [`url`]: the query options each URL scheme takes, and the `layout` option.
 //! - [`volga`]: Volga's hot-feature hashes (`layout=volga`, read-only), mapped onto Oka's records.
 //! - [`volga_source`]: a Volga deployment's hashes page by page (`oka migrate volga`).
@@ -9,6 +10,7 @@
 //! The layout is documented in `docs/storage.md`.
 
 pub mod store;
+pub mod tracking;
 pub mod url;
 pub mod volga;
 pub mod volga_source;

@@ -462,6 +462,7 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
         &shared.loaded.load().metrics,
         shared.workers(),
         shared.store.coalesced_reads(),
+        shared.store.cache_stats(),
     );
     let openmetrics = headers
         .get_all(header::ACCEPT)

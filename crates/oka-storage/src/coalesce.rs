@@ -220,6 +220,10 @@ impl FeatureStore for Coalescing {
         self.inner.latest_only()
     }
 
+    fn cache_stats(&self) -> Option<crate::store::CacheStats> {
+        self.inner.cache_stats()
+    }
+
     async fn read(
         &self,
         feature: &Feature,

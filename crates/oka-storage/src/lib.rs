@@ -1,6 +1,8 @@
 //! Storage for pipeline features.
 //!
 //! - [`store`]: the [`FeatureStore`] trait every backend implements, and its errors.
+//! - [`cache`]: a bounded in-process read cache in front of any store (TTL or
+//!   invalidated by the store).
 //! - [`coalesce`]: a wrapper that merges concurrent reads of the same feature and
 //!   query into one store call.
 //! - [`codec`]: the versioned MessagePack record encoding networked backends store.
@@ -8,6 +10,7 @@
 //! - [`conformance`]: the suite every backend must pass (run by each backend's tests).
 //! - [`fit`]: whether a spec fits a store (a latest-only store serves no history).
 
+pub mod cache;
 pub mod coalesce;
 pub mod codec;
 pub mod conformance;
@@ -15,7 +18,8 @@ pub mod fit;
 pub mod memory;
 pub mod store;
 
+pub use cache::{Caching, RecordCache};
 pub use coalesce::Coalescing;
 pub use fit::{DoesNotFit, check_registry};
 pub use memory::MemoryStore;
-pub use store::{FeatureStore, StoreError, StoreErrorKind};
+pub use store::{CacheStats, FeatureStore, StoreError, StoreErrorKind};

@@ -77,6 +77,29 @@ impl StoreError {
     }
 }
 
+/// A point-in-time view of the cache's counters (for metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Keys answered from the cache.
+    pub hits: u64,
+    /// Keys read from the store.
+    pub misses: u64,
+    /// Keys invalidated by the store (tracked mode) or by this process's writes.
+    pub invalidations: u64,
+    /// Entries evicted to stay under the byte bound.
+    pub evictions: u64,
+    /// Times the whole cache was dropped (a lost tracking connection, a flush).
+    pub resets: u64,
+    /// Bytes held now (approximate: records, keys and bookkeeping).
+    pub bytes: u64,
+    /// The bound on `bytes`.
+    pub max_bytes: u64,
+    /// Entries held now.
+    pub entries: u64,
+    /// Whether the cache serves (tracked mode: tracking is established).
+    pub enabled: bool,
+}
+
 /// A store of pipeline feature records, keyed by (feature, canonical entity key),
 /// with a bounded history per key ordered by event time.
 ///
@@ -124,6 +147,12 @@ pub trait FeatureStore: Send + Sync + fmt::Debug + 'static {
     /// features read `range` or `last_n`, or that runs sources, is refused at load
     /// against such a store ([`crate::check_registry`]).
     fn latest_only(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// The read cache's counters, when the store has one in front
+    /// ([`crate::Caching`]).
+    fn cache_stats(&self) -> Option<CacheStats> {
         None
     }
 

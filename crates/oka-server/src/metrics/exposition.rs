@@ -31,12 +31,13 @@ pub const PLAIN: &str = "text/plain; charset=utf-8";
 
 /// The exposition of `metrics`, the loaded registry's per-feature metrics and the
 /// workers' counters; `coalesced` is the store's count of coalesced reads, if it
-/// coalesces.
+/// coalesces, and `cache` its read cache's counters, if it has one.
 pub fn render(
     metrics: &Arc<Metrics>,
     registry: &RegistryMetrics,
     workers: Vec<Arc<WorkerCounters>>,
     coalesced: Option<u64>,
+    cache: Option<oka_storage::CacheStats>,
 ) -> String {
     let mut scrape = Registry::default();
     scrape.register_collector(Box::new(Scrape {
@@ -44,6 +45,7 @@ pub fn render(
         features: registry.features.clone(),
         workers,
         coalesced,
+        cache,
     }));
     let mut out = String::with_capacity(16 * 1024);
     // Writing into a String cannot fail, and the collector's own errors are the
@@ -59,6 +61,7 @@ struct Scrape {
     features: Vec<Arc<FeatureMetrics>>,
     workers: Vec<Arc<WorkerCounters>>,
     coalesced: Option<u64>,
+    cache: Option<oka_storage::CacheStats>,
 }
 
 impl Collector for Scrape {
@@ -213,6 +216,9 @@ impl Collector for Scrape {
                 [([("backend", backend)], ConstCounter::new(n))],
             )?;
         }
+        if let Some(c) = &self.cache {
+            cache_families(e, c)?;
+        }
         family(
             e,
             "oka_udf_duration_seconds",
@@ -286,6 +292,67 @@ impl Scrape {
         }
         Ok(())
     }
+}
+
+/// The read cache's counters and gauges (`--cache`).
+fn cache_families(e: &mut DescriptorEncoder, c: &oka_storage::CacheStats) -> fmt::Result {
+    let counters = [
+        (
+            "oka_cache_hits",
+            "Keys answered from the read cache.",
+            c.hits,
+        ),
+        (
+            "oka_cache_misses",
+            "Keys the read cache sent to the store.",
+            c.misses,
+        ),
+        (
+            "oka_cache_invalidations",
+            "Keys dropped from the read cache because they changed (Redis tracking, or a write through this process).",
+            c.invalidations,
+        ),
+        (
+            "oka_cache_evictions",
+            "Entries evicted from the read cache to stay under --cache-max-bytes.",
+            c.evictions,
+        ),
+        (
+            "oka_cache_resets",
+            "Times the whole read cache was dropped (tracking lost or re-established, a flush).",
+            c.resets,
+        ),
+    ];
+    for (name, help, v) in counters {
+        single(e, name, help, ConstCounter::new(v))?;
+    }
+    let gauges = [
+        (
+            "oka_cache_bytes",
+            "Bytes the read cache holds (records, keys, bookkeeping).",
+            c.bytes,
+        ),
+        (
+            "oka_cache_max_bytes",
+            "The read cache's bound (--cache-max-bytes).",
+            c.max_bytes,
+        ),
+        ("oka_cache_entries", "Entries in the read cache.", c.entries),
+        (
+            "oka_cache_enabled",
+            "1 while the read cache serves; 0 while it is off (tracking down).",
+            u64::from(c.enabled),
+        ),
+    ];
+    for (name, help, v) in gauges {
+        single(
+            e,
+            name,
+            help,
+            ConstGauge::new(i64::try_from(v).unwrap_or(i64::MAX)),
+        )?;
+    }
+    Ok(())
 }
 
 /// A family without labels: one series. Counter names are given without the
@@ -406,7 +473,13 @@ mod tests {
         let registry = RegistryMetrics {
             features: Vec::new(),
         };
-        let out = render(&metrics, &registry, workers, Some(4));
+        let cache = oka_storage::CacheStats {
+            hits: 9,
+            bytes: 1024,
+            enabled: true,
+            ..Default::default()
+        };
+        let out = render(&metrics, &registry, workers, Some(4), Some(cache));
         for line in [
             "# HELP oka_http_request_duration_seconds HTTP request latency by route and status class.",
             "# TYPE oka_http_request_duration_seconds histogram",
@@ -417,6 +490,12 @@ mod tests {
             "oka_http_refused_total{reason=\"body_timeout\"} 1",
             "oka_http_refused_total{reason=\"fd_limit\"} 0",
             "oka_storage_coalesced_reads_total{backend=\"memory\"} 4",
+            "# TYPE oka_cache_hits counter",
+            "oka_cache_hits_total 9",
+            "oka_cache_misses_total 0",
+            "# TYPE oka_cache_bytes gauge",
+            "oka_cache_bytes 1024",
+            "oka_cache_enabled 1",
             "oka_http_requests_in_flight 0",
             "oka_ingest_retries_total 0",
             "# EOF",

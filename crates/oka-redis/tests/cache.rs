@@ -1,0 +1,283 @@
+//! The read cache against a real Redis (`--cache tracking`): another client's write
+//! invalidates a cached record, a lost tracking connection empties the cache, the
+//! byte bound holds with a key space larger than it, and `range`/`last_n` through
+//! the cache equal uncached reads. Each test uses its own key prefix, so its
+//! tracking sees only its own keys.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fred::prelude::*;
+use oka_core::{EntityKey, Feature, NativeUdfs, Query, Registry, Row, Timestamp, Value};
+use oka_redis::tracking::Tracker;
+use oka_redis::{RedisOptions, RedisStore};
+use oka_storage::{Caching, FeatureStore, RecordCache};
+
+const SPEC: &str = r#"
+version: 1
+entities:
+  E:
+    keys: {id: string}
+    timestamp: ts
+    fields: {value: float}
+features:
+  ct_feature: {kind: pipeline, entity: E, history: 20}
+"#;
+
+fn feature() -> Feature {
+    let r = Registry::from_yaml("t", SPEC, &NativeUdfs::new()).unwrap();
+    r.feature(r.feature_id("ct_feature").unwrap()).clone()
+}
+
+fn record(id: &str, ts: i64, value: f64) -> (EntityKey, Row) {
+    let t = Timestamp(ts);
+    (
+        EntityKey::encode(&[Value::from(id)]),
+        Row::new(
+            t,
+            vec![Value::from(id), Value::Timestamp(t), Value::Float(value)],
+        ),
+    )
+}
+
+async fn store(url: &str, prefix: &str) -> RedisStore {
+    let options = RedisOptions {
+        key_prefix: prefix.to_owned(),
+        per_worker: false,
+        ..RedisOptions::default()
+    };
+    RedisStore::connect(url, options).await.unwrap()
+}
+
+/// A tracked cache over Oka's layout under `prefix`.
+async fn tracked(url: &str, prefix: &str, max_bytes: u64) -> (Caching, Tracker) {
+    let cache = Arc::new(RecordCache::new(max_bytes, None));
+    let tracker = Tracker::start(url, prefix, Arc::clone(&cache), Duration::from_secs(2))
+        .await
+        .unwrap();
+    (
+        Caching::new(Arc::new(store(url, prefix).await), cache),
+        tracker,
+    )
+}
+
+fn value(rows: &[Vec<Row>]) -> Option<f64> {
+    match rows.first()?.first()?.columns.get(2)? {
+        Value::Float(v) => Some(*v),
+        _ => None,
+    }
+}
+
+#[tokio::test]
+async fn another_clients_write_invalidates_a_cached_record() {
+    let Some(url) = common::redis_url() else {
+        return;
+    };
+    let prefix = format!("okacache-inv-{}:", std::process::id());
+    let (cached, _tracker) = tracked(&url, &prefix, 1 << 20).await;
+    let writer = store(&url, &prefix).await;
+    let f = feature();
+    let (key, row) = record("a", 1_000, 1.0);
+    writer.write(&f, &[(key.clone(), row)]).await.unwrap();
+    let keys = [key.clone()];
+    assert_eq!(
+        value(&cached.read(&f, &keys, &Query::Latest).await.unwrap()),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&cached.read(&f, &keys, &Query::Latest).await.unwrap()),
+        Some(1.0)
+    );
+    let s = cached.cache().stats();
+    assert_eq!((s.misses, s.hits), (1, 1), "{s:?}");
+
+    // Overwrites by another client, each seen once its invalidation arrives.
+    let mut windows = Vec::new();
+    for i in 2..12 {
+        let (_, row) = record("a", 1_000 + i, i as f64);
+        writer.write(&f, &[(key.clone(), row)]).await.unwrap();
+        let written = Instant::now();
+        loop {
+            let got = value(&cached.read(&f, &keys, &Query::Latest).await.unwrap());
+            if got == Some(i as f64) {
+                windows.push(written.elapsed());
+                break;
+            }
+            assert!(
+                written.elapsed() < Duration::from_secs(2),
+                "still {got:?} 2 s after the write"
+            );
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+    windows.sort();
+    eprintln!(
+        "stale window after a write by another client: median {:?}, max {:?}",
+        windows[windows.len() / 2],
+        windows[windows.len() - 1]
+    );
+    assert!(cached.cache().stats().invalidations >= 10);
+    // A key nobody wrote is cached as absent, and a first write invalidates that.
+    let (new_key, row) = record("b", 5, 7.0);
+    let nk = [new_key.clone()];
+    assert_eq!(
+        value(&cached.read(&f, &nk, &Query::Latest).await.unwrap()),
+        None
+    );
+    writer.write(&f, &[(new_key, row)]).await.unwrap();
+    let t = Instant::now();
+    while value(&cached.read(&f, &nk, &Query::Latest).await.unwrap()) != Some(7.0) {
+        assert!(t.elapsed() < Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_lost_tracking_connection_empties_the_cache_until_tracking_is_back() {
+    let Some(url) = common::redis_url() else {
+        return;
+    };
+    let prefix = format!("okacache-lost-{}:", std::process::id());
+    let (cached, tracker) = tracked(&url, &prefix, 1 << 20).await;
+    let writer = store(&url, &prefix).await;
+    let f = feature();
+    let records: Vec<_> = (0..50)
+        .map(|i| record(&format!("k{i}"), 10, i as f64))
+        .collect();
+    writer.write(&f, &records).await.unwrap();
+    let keys: Vec<EntityKey> = records.iter().map(|(k, _)| k.clone()).collect();
+    cached.read(&f, &keys, &Query::Latest).await.unwrap();
+    let before = cached.cache().stats();
+    assert_eq!(before.entries, 50, "{before:?}");
+
+    let admin = Client::new(Config::from_url(&url).unwrap(), None, None, None);
+    admin.init().await.unwrap();
+    let id = tracker.connection_id().await.unwrap();
+    let killed: i64 = admin
+        .client_kill(vec![fred::types::client::ClientKillFilter::ID(
+            id.to_string(),
+        )])
+        .await
+        .unwrap();
+    assert_eq!(killed, 1);
+    // The kill is noticed, the cache emptied, and (once tracking is on again on a
+    // new connection) it serves again, from scratch.
+    let t = Instant::now();
+    loop {
+        let s = cached.cache().stats();
+        if s.resets > before.resets && s.enabled {
+            assert_eq!(s.entries, 0, "{s:?}");
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "no reset after the kill: {s:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    eprintln!(
+        "tracking connection killed: cache emptied and serving again after {:?}",
+        t.elapsed()
+    );
+    // And invalidations flow on the new connection.
+    let (key, row) = record("k1", 20, 100.0);
+    let k = [key.clone()];
+    cached.read(&f, &k, &Query::Latest).await.unwrap();
+    writer.write(&f, &[(key, row)]).await.unwrap();
+    let t = Instant::now();
+    while value(&cached.read(&f, &k, &Query::Latest).await.unwrap()) != Some(100.0) {
+        assert!(t.elapsed() < Duration::from_secs(2));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test]
+async fn memory_stays_under_the_bound_with_a_larger_key_space() {
+    let Some(url) = common::redis_url() else {
+        return;
+    };
+    let prefix = format!("okacache-mem-{}:", std::process::id());
+    const MAX: u64 = 64 * 1024;
+    let (cached, _tracker) = tracked(&url, &prefix, MAX).await;
+    let writer = store(&url, &prefix).await;
+    let f = feature();
+    let records: Vec<_> = (0..5000)
+        .map(|i| record(&format!("key-{i}"), 10, i as f64))
+        .collect();
+    writer.write(&f, &records).await.unwrap();
+    for chunk in records.chunks(100) {
+        let keys: Vec<EntityKey> = chunk.iter().map(|(k, _)| k.clone()).collect();
+        let rows = cached.read(&f, &keys, &Query::Latest).await.unwrap();
+        assert_eq!(rows.len(), 100);
+        let s = cached.cache().stats();
+        assert!(s.bytes <= MAX, "{s:?}");
+    }
+    let s = cached.cache().stats();
+    eprintln!("5,000 keys through a {MAX}-byte cache: {s:?}");
+    assert!(
+        s.evictions > 0 && s.entries < 5000 && s.bytes <= MAX,
+        "{s:?}"
+    );
+}
+
+#[tokio::test]
+async fn range_and_last_n_through_the_cache_equal_uncached_reads() {
+    let Some(url) = common::redis_url() else {
+        return;
+    };
+    let prefix = format!("okacache-hist-{}:", std::process::id());
+    let (cached, _tracker) = tracked(&url, &prefix, 1 << 20).await;
+    let plain = store(&url, &prefix).await;
+    let f = feature();
+    let mut records = Vec::new();
+    for k in 0..5 {
+        for t in 0..(k * 7 + 1) {
+            records.push(record(
+                &format!("h{k}"),
+                1_000 + t * 10,
+                (k * 100 + t) as f64,
+            ));
+        }
+    }
+    plain.write(&f, &records).await.unwrap();
+    let keys: Vec<EntityKey> = (0..6)
+        .map(|k| EntityKey::encode(&[Value::from(format!("h{k}").as_str())]))
+        .collect();
+    let queries = [
+        Query::Latest,
+        Query::LastN { n: 1 },
+        Query::LastN { n: 3 },
+        Query::LastN { n: 50 },
+        Query::Range {
+            start: Timestamp(0),
+            end: Timestamp(i64::MAX),
+        },
+        Query::Range {
+            start: Timestamp(1_050),
+            end: Timestamp(1_120),
+        },
+        Query::Range {
+            start: Timestamp(1_055),
+            end: Timestamp(1_055),
+        },
+        Query::Range {
+            start: Timestamp(5_000),
+            end: Timestamp(6_000),
+        },
+    ];
+    for round in 0..2 {
+        for q in &queries {
+            let want = plain.read(&f, &keys, q).await.unwrap();
+            let got = cached.read(&f, &keys, q).await.unwrap();
+            assert_eq!(got, want, "{q:?}, round {round}");
+        }
+    }
+    let s = cached.cache().stats();
+    assert!(
+        s.hits > s.misses,
+        "the second round is served from the cache: {s:?}"
+    );
+}

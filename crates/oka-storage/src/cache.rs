@@ -1,0 +1,404 @@
+//! A bounded in-process cache of pipeline records in front of any store
+//! ([`Caching`]), shared by the serving workers.
+//!
+//! Two modes:
+//! - **TTL** (`--cache ttl:MS`): an entry serves for at most that long after it was
+//!   read; any store. Staleness is bounded by the TTL.
+//! - **Tracked** (`--cache tracking`): entries serve until the store says the data
+//!   changed. The backend (Redis, with client tracking) calls [`RecordCache::invalidate`]
+//!   per changed key and [`RecordCache::reset`] when invalidations may have been
+//!   missed (a lost tracking connection); the cache serves nothing while
+//!   [`RecordCache::set_enabled`] is off.
+//!
+//! What is cached per (feature, key): the `latest` record, and separately the
+//! feature's whole retained history (read once as `last_n` of the feature's
+//! `history`), from which `range` and `last_n` reads are answered.
+//!
+//! A read that misses asks the store, then inserts what it got only if no
+//! invalidation touched that key (a striped generation counter) and no reset
+//! happened while it was in flight, so an answer that an invalidation overtook is
+//! never cached. The cache is a sharded S3-FIFO (`quick_cache`) weighted by record
+//! bytes: no global lock, memory bounded by `max_bytes`.
+
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use oka_core::{Entity, EntityKey, Feature, Query, Row};
+
+use crate::store::CacheStats;
+use crate::{FeatureStore, StoreError};
+
+/// Stripes of invalidation generations (a power of two).
+const STRIPES: usize = 4096;
+
+/// What a cache entry holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    /// The latest record (or its absence).
+    Latest,
+    /// The retained history, oldest first.
+    History,
+}
+
+type CacheKey = (Arc<str>, EntityKey, Kind);
+
+#[derive(Debug)]
+struct Entry {
+    /// The entity the rows were decoded for: after a reload that changed it, the
+    /// entry no longer serves.
+    entity: Arc<Entity>,
+    rows: Vec<Row>,
+    expires: Option<Instant>,
+    weight: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Weigh;
+
+impl quick_cache::Weighter<CacheKey, Arc<Entry>> for Weigh {
+    fn weight(&self, _key: &CacheKey, val: &Arc<Entry>) -> u64 {
+        val.weight
+    }
+}
+
+/// Counts evictions.
+#[derive(Debug, Clone)]
+struct Evictions(Arc<AtomicU64>);
+
+impl quick_cache::Lifecycle<CacheKey, Arc<Entry>> for Evictions {
+    type RequestState = ();
+
+    fn begin_request(&self) -> Self::RequestState {}
+
+    fn on_evict(&self, _state: &mut (), _key: CacheKey, _val: Arc<Entry>) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+type Inner = quick_cache::sync::Cache<
+    CacheKey,
+    Arc<Entry>,
+    Weigh,
+    quick_cache::DefaultHashBuilder,
+    Evictions,
+>;
+
+/// The cache itself, shared by every worker's store handle.
+pub struct RecordCache {
+    map: Inner,
+    ttl: Option<Duration>,
+    /// Bumped per invalidated key's stripe.
+    stripes: Box<[AtomicU64]>,
+    /// Bumped on every reset.
+    epoch: AtomicU64,
+    enabled: AtomicBool,
+    hasher: quick_cache::DefaultHashBuilder,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    invalidations: AtomicU64,
+    evictions: Arc<AtomicU64>,
+    resets: AtomicU64,
+    max_bytes: u64,
+}
+
+impl std::fmt::Debug for RecordCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecordCache")
+            .field("ttl", &self.ttl)
+            .field("stats", &self.stats())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What one read must see unchanged to cache its answer.
+#[derive(Debug, Clone, Copy)]
+struct Ticket {
+    epoch: u64,
+    stripe: usize,
+    generation: u64,
+}
+
+impl RecordCache {
+    /// A cache of at most `max_bytes`; entries expire `ttl` after they were read
+    /// (`None`: only invalidations remove them). Starts enabled.
+    pub fn new(max_bytes: u64, ttl: Option<Duration>) -> Self {
+        let evictions = Arc::new(AtomicU64::new(0));
+        let map = Inner::with(
+            usize::try_from(max_bytes / 512).unwrap_or(1 << 20).max(64),
+            max_bytes.max(1),
+            Weigh,
+            quick_cache::DefaultHashBuilder::default(),
+            Evictions(Arc::clone(&evictions)),
+        );
+        Self {
+            map,
+            ttl,
+            stripes: (0..STRIPES).map(|_| AtomicU64::new(0)).collect(),
+            epoch: AtomicU64::new(0),
+            enabled: AtomicBool::new(true),
+            hasher: quick_cache::DefaultHashBuilder::default(),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            invalidations: AtomicU64::new(0),
+            evictions,
+            resets: AtomicU64::new(0),
+            max_bytes,
+        }
+    }
+
+    fn stripe(&self, feature: &str, key: &EntityKey) -> usize {
+        (self.hasher.hash_one((feature, key.as_str())) as usize) & (STRIPES - 1)
+    }
+
+    /// Drops what is cached for `key` of `feature` (its latest record and its
+    /// history).
+    pub fn invalidate(&self, feature: &str, key: &EntityKey) {
+        let stripe = self.stripe(feature, key);
+        self.stripes[stripe].fetch_add(1, Ordering::AcqRel);
+        let name: Arc<str> = Arc::from(feature);
+        for kind in [Kind::Latest, Kind::History] {
+            self.map.remove(&(Arc::clone(&name), key.clone(), kind));
+        }
+        self.invalidations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops everything (invalidations may have been missed, or the store was
+    /// flushed); reads in flight will not cache their answers.
+    pub fn reset(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
+        self.map.clear();
+        self.resets.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Turns serving from the cache on or off (off: every read goes to the store
+    /// and nothing is cached). Turning it off also resets it.
+    pub fn set_enabled(&self, on: bool) {
+        if !on {
+            self.enabled.store(false, Ordering::Release);
+            self.reset();
+        } else {
+            self.enabled.store(true, Ordering::Release);
+        }
+    }
+
+    /// Whether the cache serves.
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Acquire)
+    }
+
+    /// The counters now.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            invalidations: self.invalidations.load(Ordering::Relaxed),
+            evictions: self.evictions.load(Ordering::Relaxed),
+            resets: self.resets.load(Ordering::Relaxed),
+            bytes: self.map.weight(),
+            max_bytes: self.max_bytes,
+            entries: self.map.len() as u64,
+            enabled: self.enabled(),
+        }
+    }
+
+    fn get(&self, feature: &Feature, key: &EntityKey, kind: Kind) -> Option<Arc<Entry>> {
+        let e = self
+            .map
+            .get(&(Arc::clone(&feature.name), key.clone(), kind))?;
+        let fresh = e.expires.is_none_or(|t| Instant::now() < t);
+        (fresh && Arc::ptr_eq(&e.entity, &feature.entity)).then_some(e)
+    }
+
+    fn ticket(&self, feature: &str, key: &EntityKey) -> Ticket {
+        let stripe = self.stripe(feature, key);
+        Ticket {
+            epoch: self.epoch.load(Ordering::Acquire),
+            stripe,
+            generation: self.stripes[stripe].load(Ordering::Acquire),
+        }
+    }
+
+    /// Caches `rows` for `key` unless an invalidation or a reset came since
+    /// `ticket` was taken.
+    fn put(&self, feature: &Feature, key: &EntityKey, kind: Kind, rows: Vec<Row>, ticket: Ticket) {
+        let unchanged = self.enabled()
+            && self.epoch.load(Ordering::Acquire) == ticket.epoch
+            && self.stripes[ticket.stripe].load(Ordering::Acquire) == ticket.generation;
+        if !unchanged {
+            return;
+        }
+        let weight = 96
+            + feature.name.len() as u64
+            + key.as_str().len() as u64
+            + rows.iter().map(|r| r.approx_size() as u64).sum::<u64>();
+        let entry = Entry {
+            entity: Arc::clone(&feature.entity),
+            rows,
+            expires: self.ttl.map(|t| Instant::now() + t),
+            weight,
+        };
+        self.map.insert(
+            (Arc::clone(&feature.name), key.clone(), kind),
+            Arc::new(entry),
+        );
+        // A reset that raced with the insert: drop what it may have missed.
+        if self.epoch.load(Ordering::Acquire) != ticket.epoch {
+            self.map.clear();
+        }
+    }
+}
+
+/// A store with a [`RecordCache`] in front: reads are answered from the cache where
+/// it can, the rest from the store (and cached); writes go to the store, then drop
+/// what they replaced from the cache.
+#[derive(Clone)]
+pub struct Caching {
+    inner: Arc<dyn FeatureStore>,
+    cache: Arc<RecordCache>,
+    /// Whatever keeps the cache exact (the tracking connection), kept alive as
+    /// long as the store.
+    guard: Option<Arc<dyn std::any::Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for Caching {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Caching")
+            .field("inner", &self.inner)
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Caching {
+    /// `inner` behind `cache`.
+    pub fn new(inner: Arc<dyn FeatureStore>, cache: Arc<RecordCache>) -> Self {
+        Self {
+            inner,
+            cache,
+            guard: None,
+        }
+    }
+
+    /// The same, keeping `guard` (what invalidates the cache) alive with it.
+    #[must_use]
+    pub fn with_guard(mut self, guard: Arc<dyn std::any::Any + Send + Sync>) -> Self {
+        self.guard = Some(guard);
+        self
+    }
+
+    /// The cache.
+    pub fn cache(&self) -> &Arc<RecordCache> {
+        &self.cache
+    }
+}
+
+/// What a cached entry of `kind` answers for `query`.
+fn answer(rows: &[Row], query: &Query) -> Vec<Row> {
+    match *query {
+        Query::Latest => rows.to_vec(),
+        Query::LastN { n } => rows[rows.len().saturating_sub(n)..].to_vec(),
+        Query::Range { start, end } => rows
+            .iter()
+            .filter(|r| r.event_time >= start && r.event_time <= end)
+            .cloned()
+            .collect(),
+    }
+}
+
+#[async_trait]
+impl FeatureStore for Caching {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    async fn read(
+        &self,
+        feature: &Feature,
+        keys: &[EntityKey],
+        query: &Query,
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        let cache = &self.cache;
+        if !cache.enabled() || keys.is_empty() {
+            return self.inner.read(feature, keys, query).await;
+        }
+        let (kind, fill) = match query {
+            Query::Latest => (Kind::Latest, Query::Latest),
+            _ => (
+                Kind::History,
+                Query::LastN {
+                    n: feature.retention().history.max(1),
+                },
+            ),
+        };
+        let mut out: Vec<Option<Vec<Row>>> = Vec::with_capacity(keys.len());
+        let mut missed: Vec<(usize, Ticket)> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            match cache.get(feature, key, kind) {
+                Some(e) => out.push(Some(answer(&e.rows, query))),
+                None => {
+                    missed.push((i, cache.ticket(&feature.name, key)));
+                    out.push(None);
+                }
+            }
+        }
+        cache
+            .hits
+            .fetch_add((keys.len() - missed.len()) as u64, Ordering::Relaxed);
+        if missed.is_empty() {
+            return Ok(out.into_iter().map(Option::unwrap_or_default).collect());
+        }
+        cache
+            .misses
+            .fetch_add(missed.len() as u64, Ordering::Relaxed);
+        let miss_keys: Vec<EntityKey> = missed.iter().map(|(i, _)| keys[*i].clone()).collect();
+        let rows = self.inner.read(feature, &miss_keys, &fill).await?;
+        for ((i, ticket), rows) in missed.into_iter().zip(rows) {
+            out[i] = Some(answer(&rows, query));
+            cache.put(feature, &keys[i], kind, rows, ticket);
+        }
+        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+    }
+
+    async fn write(
+        &self,
+        feature: &Feature,
+        records: &[(EntityKey, Row)],
+    ) -> Result<(), StoreError> {
+        let written = self.inner.write(feature, records).await;
+        // Written or not (a failed batch may be partly written), what it touched is
+        // no longer known to be current.
+        for (key, _) in records {
+            self.cache.invalidate(&feature.name, key);
+        }
+        written
+    }
+
+    async fn health(&self) -> Result<(), StoreError> {
+        self.inner.health().await
+    }
+
+    async fn for_worker(&self) -> Result<Option<Arc<dyn FeatureStore>>, StoreError> {
+        Ok(self.inner.for_worker().await?.map(|inner| {
+            Arc::new(Self {
+                inner,
+                cache: Arc::clone(&self.cache),
+                guard: self.guard.clone(),
+            }) as Arc<dyn FeatureStore>
+        }))
+    }
+
+    fn latest_only(&self) -> Option<&'static str> {
+        self.inner.latest_only()
+    }
+
+    fn coalesced_reads(&self) -> Option<u64> {
+        self.inner.coalesced_reads()
+    }
+
+    fn cache_stats(&self) -> Option<CacheStats> {
+        Some(self.cache.stats())
+    }
+}
