@@ -240,11 +240,13 @@ impl RecordCache {
             expires: self.ttl.map(|t| Instant::now() + t),
             weight,
         };
-        self.map.insert(
-            (Arc::clone(&feature.name), key.clone(), kind),
-            Arc::new(entry),
-        );
-        // A reset that raced with the insert: drop what it may have missed.
+        let cache_key = (Arc::clone(&feature.name), key.clone(), kind);
+        self.map.insert(cache_key.clone(), Arc::new(entry));
+        // An invalidation or a reset between the check and the insert (they bump
+        // their counter before they remove): take the entry out again.
+        if self.stripes[ticket.stripe].load(Ordering::Acquire) != ticket.generation {
+            self.map.remove(&cache_key);
+        }
         if self.epoch.load(Ordering::Acquire) != ticket.epoch {
             self.map.clear();
         }
