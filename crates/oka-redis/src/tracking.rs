@@ -15,7 +15,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::interfaces::{EventInterface, TrackingInterface};
+use fred::interfaces::{EventInterface, HeartbeatInterface, TrackingInterface};
 use fred::prelude::*;
 use fred::types::RespVersion;
 use oka_core::EntityKey;
@@ -94,8 +94,9 @@ impl Tracker {
                 c.internal_command_timeout = timeout;
                 c.tcp.nodelay = Some(true);
                 // A silent connection is found within a few seconds: a PING every
-                // second, and the connection is dropped when one goes unanswered.
-                c.unresponsive.max_timeout = Some(timeout.max(Duration::from_secs(2)));
+                // 0.5 s (the heartbeat below), and the connection is dropped when
+                // one goes 2 s unanswered.
+                c.unresponsive.max_timeout = Some(Duration::from_secs(2));
                 c.unresponsive.interval = Duration::from_millis(500);
             })
             .with_performance_config(|p| {
@@ -114,7 +115,13 @@ impl Tracker {
             .await
             .map_err(|e| map_error(&e))?;
 
+        let heartbeat = client.clone();
         let tasks = vec![
+            tokio::spawn(async move {
+                let _ = heartbeat
+                    .enable_heartbeat(Duration::from_millis(500), false)
+                    .await;
+            }),
             invalidations(&client, Arc::clone(&cache), prefix),
             watchdog(&client, Arc::clone(&cache)),
             retracker(&client, Arc::clone(&cache), prefix),

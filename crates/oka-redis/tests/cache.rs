@@ -281,3 +281,112 @@ async fn range_and_last_n_through_the_cache_equal_uncached_reads() {
         "the second round is served from the cache: {s:?}"
     );
 }
+
+/// A TCP proxy to Redis that can be frozen: while frozen it forwards nothing, as a
+/// connection that silently died would.
+async fn freezable_proxy(upstream: String) -> (u16, Arc<std::sync::atomic::AtomicBool>) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let frozen = Arc::new(AtomicBool::new(false));
+    let f = Arc::clone(&frozen);
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let (mut cr, mut cw) = client.into_split();
+            let (mut sr, mut sw) = server.into_split();
+            let (f1, f2) = (Arc::clone(&f), Arc::clone(&f));
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                while let Ok(n) = cr.read(&mut buf).await {
+                    if n == 0
+                        || (!f1.load(Ordering::SeqCst) && sw.write_all(&buf[..n]).await.is_err())
+                    {
+                        break;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 16 * 1024];
+                while let Ok(n) = sr.read(&mut buf).await {
+                    if n == 0
+                        || (!f2.load(Ordering::SeqCst) && cw.write_all(&buf[..n]).await.is_err())
+                    {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    (port, frozen)
+}
+
+#[tokio::test]
+async fn a_silent_tracking_connection_turns_the_cache_off() {
+    use std::sync::atomic::Ordering;
+    let Some(url) = common::redis_url() else {
+        return;
+    };
+    let prefix = format!("okacache-silent-{}:", std::process::id());
+    let host = url
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .to_owned();
+    let (port, frozen) = freezable_proxy(host).await;
+    let cache = Arc::new(RecordCache::new(1 << 20, None));
+    let tracker = Tracker::start(
+        &format!("redis://127.0.0.1:{port}"),
+        &prefix,
+        Arc::clone(&cache),
+        Duration::from_secs(2),
+    )
+    .await
+    .unwrap();
+    let cached = Caching::new(Arc::new(store(&url, &prefix).await), Arc::clone(&cache));
+    let f = feature();
+    let (key, row) = record("s", 1, 1.0);
+    cached.write(&f, &[(key.clone(), row)]).await.unwrap();
+    cached
+        .read(&f, std::slice::from_ref(&key), &Query::Latest)
+        .await
+        .unwrap();
+    assert_eq!(cache.stats().entries, 1);
+
+    // The connection goes silent (nothing is closed): the heartbeat finds it.
+    frozen.store(true, Ordering::SeqCst);
+    let t = Instant::now();
+    while cache.enabled() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the cache still serves {:?} after the connection went silent",
+            t.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "silent tracking connection: the cache was off after {:?}",
+        t.elapsed()
+    );
+    assert_eq!(cache.stats().entries, 0);
+    // Reads still answer, from Redis.
+    let rows = cached
+        .read(&f, std::slice::from_ref(&key), &Query::Latest)
+        .await
+        .unwrap();
+    assert_eq!(value(&rows), Some(1.0));
+    assert_eq!(
+        cache.stats().entries,
+        0,
+        "nothing is cached while tracking is down"
+    );
+    frozen.store(false, Ordering::SeqCst);
+    let t = Instant::now();
+    while !cache.enabled() {
+        assert!(t.elapsed() < Duration::from_secs(15), "tracking not back");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(tracker);
+}
