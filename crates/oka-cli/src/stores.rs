@@ -53,6 +53,11 @@ pub struct ReadArgs {
     /// into one store call (one `MGET` on Redis) while an earlier one is in flight.
     #[arg(long, env = "OKA_STORE_COALESCE_READS", default_value_t = true, action = clap::ArgAction::Set)]
     pub store_coalesce_reads: bool,
+    /// Redis and CQL: coalesce reads across workers too (one queue per feature and
+    /// query for the whole process, the call going out on the leading worker's
+    /// connection), instead of per worker.
+    #[arg(long, env = "OKA_STORE_COALESCE_ACROSS_WORKERS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub store_coalesce_across_workers: bool,
     /// CQL: consistency of reads (`local_one`, `local_quorum`, `one`, `quorum`, …).
     #[arg(long, env = "OKA_STORE_READ_CONSISTENCY", default_value = "local_one", value_parser = oka_scylla::parse_consistency)]
     pub store_read_consistency: Consistency,
@@ -111,6 +116,7 @@ impl Default for ReadArgs {
         Self {
             store_worker_connections: true,
             store_coalesce_reads: true,
+            store_coalesce_across_workers: false,
             store_read_consistency: Consistency::LocalOne,
             store_speculative_ms: 0,
             store_read_concurrency: ScyllaOptions::default().read_concurrency,
@@ -179,10 +185,10 @@ async fn cached(
 /// Wraps a networked store in read coalescing unless `--store-coalesce-reads false`.
 fn coalesced(reads: &ReadArgs, store: Arc<dyn FeatureStore>) -> Arc<dyn FeatureStore> {
     if reads.store_coalesce_reads {
-        Arc::new(Coalescing::new(
-            store,
-            oka_storage::coalesce::DEFAULT_MAX_BATCH_KEYS,
-        ))
+        Arc::new(
+            Coalescing::new(store, oka_storage::coalesce::DEFAULT_MAX_BATCH_KEYS)
+                .across_workers(reads.store_coalesce_across_workers),
+        )
     } else {
         store
     }

@@ -61,6 +61,9 @@ struct State {
 pub struct Coalescing {
     inner: Arc<dyn FeatureStore>,
     state: Arc<State>,
+    /// Whether the workers' handles share one queue per (feature, query), so that
+    /// reads from different workers share a call, or coalesce each on their own.
+    across_workers: bool,
 }
 
 impl fmt::Debug for Coalescing {
@@ -98,7 +101,18 @@ impl Coalescing {
                 slots: Mutex::new(Slots::default()),
                 coalesced,
             }),
+            across_workers: false,
         }
+    }
+
+    /// The same, with every worker's handle sharing one queue per (feature,
+    /// query): a read queued by one worker can go out in a call another worker
+    /// leads (on the leader's connection), at the price of waking the queued
+    /// worker's thread from the leader's.
+    #[must_use]
+    pub fn across_workers(mut self, on: bool) -> Self {
+        self.across_workers = on;
+        self
     }
 }
 
@@ -290,11 +304,19 @@ impl FeatureStore for Coalescing {
     }
 
     async fn for_worker(&self) -> Result<Option<Arc<dyn FeatureStore>>, StoreError> {
-        // Each worker coalesces its own reads over its own handle (or the shared one).
+        // Each worker reads over its own handle (or the shared one), and coalesces
+        // its own reads, or joins the shared queues.
         let inner = match self.inner.for_worker().await? {
             Some(own) => own,
             None => Arc::clone(&self.inner),
         };
+        if self.across_workers {
+            return Ok(Some(Arc::new(Self {
+                inner,
+                state: Arc::clone(&self.state),
+                across_workers: true,
+            })));
+        }
         Ok(Some(Arc::new(Self::with_counter(
             inner,
             self.state.max_batch_keys,

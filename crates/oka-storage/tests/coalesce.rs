@@ -262,3 +262,41 @@ async fn large_reads_and_other_queries_are_not_merged() {
     assert_eq!((a.unwrap().len(), b.unwrap().len()), (1, 1));
     assert_eq!(held.calls.load(Ordering::SeqCst), 3);
 }
+
+/// Per worker (the default), a read queues only behind its own worker's read in
+/// flight; across workers, behind any worker's. One read in flight on worker 1,
+/// then two on worker 2: 3 store calls per worker, 2 across workers.
+#[tokio::test]
+async fn across_workers_reads_of_two_workers_share_one_call() {
+    for (across, want_calls) in [(false, 3), (true, 2)] {
+        let reg = Arc::new(registry());
+        let held = Held::new();
+        let f = reg.feature_id("conformance_feature").unwrap();
+        let records: Vec<(EntityKey, Row)> = (0..4).map(|i| (key(i), row(i))).collect();
+        held.write(reg.feature(f), &records).await.unwrap();
+        let store = Coalescing::new(held.clone(), 64).across_workers(across);
+        let w1 = store.for_worker().await.unwrap().unwrap();
+        let w2 = store.for_worker().await.unwrap().unwrap();
+        let read = |w: Arc<dyn FeatureStore>, i: usize| {
+            let reg = Arc::clone(&reg);
+            tokio::spawn(async move { w.read(reg.feature(f), &[key(i)], &Query::Latest).await })
+        };
+        let first = read(Arc::clone(&w1), 0);
+        while held.calls.load(Ordering::SeqCst) < 1 {
+            tokio::task::yield_now().await;
+        }
+        let second = read(Arc::clone(&w2), 1);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let third = read(Arc::clone(&w2), 2);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let out = release_until_done(&held, vec![first, second, third]).await;
+        for (i, r) in out.into_iter().enumerate() {
+            assert_eq!(value_of(&r.unwrap()), [Some(i as f64)], "across {across}");
+        }
+        assert_eq!(
+            held.calls.load(Ordering::SeqCst),
+            want_calls,
+            "across {across}"
+        );
+    }
+}
