@@ -1,0 +1,78 @@
+//! `oka serve --cache tracking` as a user runs it: a record written by another
+//! process (`oka ingest`) after it was cached is served as soon as Redis's
+//! invalidation arrives, and the cache's counters show on `/metrics`. Needs
+//! `OKA_TEST_REDIS_URL` (set by `.ci/run`); uses database 9 of that server.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{OKA, http, service_url, start_oka, tmp_file};
+
+const SEED: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/seed/spec.yaml");
+
+fn ingest(store: &str, lines: &str) {
+    let file = tmp_file("cache-ingest.jsonl", lines);
+    let out = Command::new(OKA)
+        .args(["ingest", "--spec", SEED, "--feature", "test_feature"])
+        .args(["--file", file.to_str().unwrap(), "--store", store])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn value(addr: std::net::SocketAddr) -> f64 {
+    let body = r#"{"target_features":["test_feature"],"keys":[{"id":"cached-1"}]}"#;
+    let (status, out) = http(addr, "POST", "/v1/features", body).unwrap();
+    assert_eq!(status, 200, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["results"]["test_feature"][0][0]["value"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn another_processs_write_reaches_a_tracking_cache() {
+    let Some(url) = service_url("OKA_TEST_REDIS_URL", "OKA_REQUIRE_REDIS") else {
+        return;
+    };
+    let store = format!("{}/9", url.trim_end_matches('/'));
+    ingest(
+        &store,
+        "{\"id\":\"cached-1\",\"value\":1.0,\"timestamp\":\"2026-01-01T00:00:00Z\"}\n",
+    );
+    let oka = start_oka(
+        &["--spec", SEED, "--store", &store, "--cache", "tracking"],
+        None,
+    );
+    assert_eq!(value(oka.addr), 1.0);
+    assert_eq!(value(oka.addr), 1.0);
+    ingest(
+        &store,
+        "{\"id\":\"cached-1\",\"value\":2.0,\"timestamp\":\"2026-01-01T00:00:01Z\"}\n",
+    );
+    let t = Instant::now();
+    while value(oka.addr) != 2.0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "the cached 1.0 still served"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let (_, metrics) = http(oka.admin, "GET", "/metrics", "").unwrap();
+    let count = |name: &str| -> u64 {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in the metrics"))
+    };
+    assert!(count("oka_cache_hits_total ") >= 1);
+    assert!(count("oka_cache_invalidations_total ") >= 1);
+    assert_eq!(count("oka_cache_enabled "), 1);
+}
