@@ -8,6 +8,9 @@
 //!
 //! The client speaks hand-written HTTP/1.1 over `tokio::net::TcpStream` (one request in
 //! flight per connection). It prints one JSON report to stdout.
+//!
+//! `--body-template` sends another server's request body instead of Oka's (the peer
+//! benchmark in `benches/peers/` drives Feast's `POST /get-online-features` with it).
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -56,6 +59,14 @@ struct Args {
     /// Scenario label copied into the report.
     #[arg(long, default_value = "")]
     label: String,
+    /// Send this body instead of Oka's: every `{key}` becomes one random key
+    /// (`test-id-<k>`, the same key for each `{key}` in a request; needs `--batch 1`),
+    /// and every `{keys}` becomes `--batch` random keys as a comma-separated list of
+    /// JSON strings. E.g. Feast's
+    /// `{"features":["simple_feature:value"],"entities":{"id":["{key}"],"multiplier":[2.0]}}`
+    /// with `--path /get-online-features`. `--feature` is then only a label.
+    #[arg(long)]
+    body_template: Option<String>,
 }
 
 /// Seconds per clock tick of /proc/<pid>/stat utime/stime: assumes CLK_TCK = 100
@@ -91,9 +102,44 @@ impl Rng {
     }
 }
 
+/// Fills `--body-template`: `{key}` with one random key, `{keys}` with `--batch` of them.
+fn fill_template(template: &str, args: &Args, rng: &mut Rng) -> String {
+    use std::fmt::Write as _;
+    let mut body = String::with_capacity(template.len() + args.batch * 24);
+    let mut rest = template;
+    let mut key: Option<u64> = None;
+    while let Some(at) = rest.find('{') {
+        body.push_str(&rest[..at]);
+        let tail = &rest[at..];
+        if let Some(after) = tail.strip_prefix("{keys}") {
+            for i in 0..args.batch {
+                if i > 0 {
+                    body.push(',');
+                }
+                let _ = write!(body, "\"test-id-{}\"", rng.below(args.keys));
+            }
+            rest = after;
+        } else if let Some(after) = tail.strip_prefix("{key}") {
+            let k = *key.get_or_insert_with(|| rng.below(args.keys));
+            let _ = write!(body, "test-id-{k}");
+            rest = after;
+        } else {
+            body.push('{');
+            rest = &tail[1..];
+        }
+    }
+    body.push_str(rest);
+    body
+}
+
 /// Writes one full request (head and body) into `out`.
 fn build_request(out: &mut Vec<u8>, args: &Args, rng: &mut Rng) {
     use std::fmt::Write as _;
+    if let Some(template) = args.body_template.as_deref() {
+        let body = fill_template(template, args, rng);
+        write_request(out, args, &body);
+        return;
+    }
     let mut body = String::with_capacity(64 + args.batch * 24);
     let _ = write!(
         body,
@@ -109,6 +155,12 @@ fn build_request(out: &mut Vec<u8>, args: &Args, rng: &mut Rng) {
     // The multiplier is `simple_feature`'s argument; features chained on it
     // (`chained_feature`) see it too.
     body.push_str("],\"udf_args\":{\"simple_feature\":{\"multiplier\":2.0}}}");
+    write_request(out, args, &body);
+}
+
+/// Writes the request head for `body`, then `body`, into `out`.
+fn write_request(out: &mut Vec<u8>, args: &Args, body: &str) {
+    use std::fmt::Write as _;
     out.clear();
     let _ = write!(
         VecWriter(out),
@@ -314,6 +366,12 @@ fn main() -> anyhow::Result<()> {
     if args.connections == 0 || args.duration <= 0.0 {
         bail!("--connections and --duration must be positive");
     }
+    if let Some(t) = args.body_template.as_deref()
+        && t.contains("{key}")
+        && args.batch != 1
+    {
+        bail!("--body-template with {{key}} needs --batch 1 (use {{keys}} for batches)");
+    }
     // The generator itself: one thread, so it takes at most one core away from the server.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -396,7 +454,7 @@ fn main() -> anyhow::Result<()> {
     #[allow(clippy::cast_precision_loss)]
     let report = serde_json::json!({
         "label": args.label,
-        "target": if args.ceiling { "ceiling" } else { "oka" },
+        "target": if args.ceiling { "ceiling" } else if args.body_template.is_some() { "template" } else { "oka" },
         "feature": args.feature,
         "mode": if args.rate.is_some() { "open" } else { "closed" },
         "offered_rps": args.rate,
@@ -421,6 +479,7 @@ fn main() -> anyhow::Result<()> {
         "server_cores_used": server_cpu.map(|c| c / secs),
         "client_cpu_s": self_after - self_before,
         "clk_tck_assumed": 100,
+        "body_template": args.body_template,
     });
     println!("{}", serde_json::to_string(&report)?);
     Ok(())
