@@ -18,11 +18,12 @@
 #    on-demand view in "python" vs "pandas" mode, then the worker count (FEAST_WORKER_SWEEP)
 #    with --max-requests 0 and gunicorn's default --max-requests 1000; the best
 #    (highest mean RPS over CONNS) serves the measured runs
-# 5. ROUNDS rounds, alternating Oka, Feast, Oka, Feast, …: per system, closed loop at
-#    each of CONNS, then open loop at RATE requests/s (default: RATE_FRACTION of Feast's
-#    pre-run closed-loop RPS at the first of CONNS) over OPEN_CONNS connections;
-#    DURATION s per run, 1 random key per request of simple_feature, multiplier 2.0.
-#    Every load run holds `flock /tmp/oka-bench.lock` (benches/peers/measure.sh).
+# 5. ROUNDS rounds, alternating Oka, Feast, Oka, Feast, …, DURATION s per run, 1 random
+#    key per request of simple_feature, multiplier 2.0: first closed loop at each of
+#    CONNS, then open loop at RATE requests/s over OPEN_CONNS connections (default:
+#    RATE_FRACTION of Feast's closed-loop RPS, the lowest over CONNS of its medians), the
+#    same rate for both. Every load run holds `flock /tmp/oka-bench.lock`
+#    (benches/peers/measure.sh, which also reads the servers' and Redis' CPU from /proc).
 # 6. benches/peers/out/results.json (every run, the medians, Oka/Feast ratios) and
 #    results.md (report.py)
 # Both servers stay up for the whole run; the one not under load is idle (its CPU during
@@ -30,7 +31,7 @@
 # Everything binds 127.0.0.1; every process started here is stopped by PID on exit.
 #
 # Env overrides: DURATION (10), ROUNDS (5), CONNS ("8 32"), RATE (open-loop requests/s;
-# default RATE_FRACTION × Feast's pre-run RPS), RATE_FRACTION (0.6), OPEN_CONNS (32),
+# default RATE_FRACTION × Feast's closed-loop RPS), RATE_FRACTION (0.5), OPEN_CONNS (32),
 # PRE_DURATION (5), KEYS (10000), MULTIPLIER (2.0), FEAST_WORKER_SWEEP ("1 2 3 4"),
 # FEAST_WORKERS + FEAST_MAX_REQUESTS + FEAST_FEATURE (skip the pre-run and serve Feast
 # thus, e.g. FEAST_WORKERS=2 FEAST_MAX_REQUESTS=0 FEAST_FEATURE=simple_feature),
@@ -49,7 +50,7 @@ DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-5}
 CONNS=${CONNS:-8 32}
 RATE=${RATE:-}
-RATE_FRACTION=${RATE_FRACTION:-0.6}
+RATE_FRACTION=${RATE_FRACTION:-0.5}
 OPEN_CONNS=${OPEN_CONNS:-32}
 PRE_DURATION=${PRE_DURATION:-5}
 KEYS=${KEYS:-10000}
@@ -263,32 +264,32 @@ else
     check_values "$FEAST_FEATURE"
     DURATION=$DURATION_MAIN
 fi
-if [[ -z $RATE ]]; then
-    first_c=${CONNS%% *}
-    pre="pre-feast-$FEAST_FEATURE-w$FEAST_WORKERS-mr$FEAST_MAX_REQUESTS-c$first_c"
-    if [[ -f "$OUT/runs/$pre.json" ]]; then
-        RATE=$(jq -n "($(rps_of "$pre") * $RATE_FRACTION) | floor")
-    else
-        # No pre-run: a short closed-loop probe of Feast at the first of CONNS.
-        DURATION_MAIN=$DURATION DURATION=$PRE_DURATION
-        measure "pre-feast-probe-c$first_c" feast "$FEAST_FEATURE" --connections "$first_c"
-        DURATION=$DURATION_MAIN
-        RATE=$(jq -n "($(rps_of "pre-feast-probe-c$first_c") * $RATE_FRACTION) | floor")
-    fi
-fi
-log "open loop at $RATE requests/s over $OPEN_CONNS connections"
-
 # ---- 5. measured rounds
 # Warm-up (not recorded): 2 s each.
 DURATION_MAIN=$DURATION DURATION=2
 measure warmup-oka oka simple_feature --connections 8
 measure warmup-feast feast "$FEAST_FEATURE" --connections 8
 DURATION=$DURATION_MAIN
+# 5a. closed loop, alternating Oka, Feast, Oka, Feast, …
 for r in $(seq "$ROUNDS"); do
     for system in oka feast; do
         for c in $CONNS; do
             measure "r$r-$system-closed-c$c" "$system" "$FEAST_FEATURE" --connections "$c"
         done
+    done
+done
+# 5b. the open-loop rate: RATE_FRACTION of Feast's closed-loop capacity, taken as the
+# lowest over CONNS of the median over the rounds (Feast's throughput varies from run to
+# run with how gunicorn's workers happen to split the connections).
+if [[ -z $RATE ]]; then
+    RATE=$(for c in $CONNS; do
+            for r in $(seq "$ROUNDS"); do rps_of "r$r-feast-closed-c$c"; done | sort -n \
+                | awk '{v[NR] = $1} END {print (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2)}'
+        done | sort -n | head -n 1 | awk -v f="$RATE_FRACTION" '{print int($1 * f)}')
+fi
+log "open loop at $RATE requests/s over $OPEN_CONNS connections"
+for r in $(seq "$ROUNDS"); do
+    for system in oka feast; do
         measure "r$r-$system-open-r$RATE" "$system" "$FEAST_FEATURE" --connections "$OPEN_CONNS" --rate "$RATE"
     done
 done
