@@ -115,23 +115,29 @@ impl Tracker {
             .await
             .map_err(|e| map_error(&e))?;
 
-        let heartbeat = client.clone();
-        let tasks = vec![
-            tokio::spawn(async move {
-                let _ = heartbeat
-                    .enable_heartbeat(Duration::from_millis(500), false)
-                    .await;
-            }),
-            invalidations(&client, Arc::clone(&cache), prefix),
-            watchdog(&client, Arc::clone(&cache)),
-            retracker(&client, Arc::clone(&cache), prefix),
-        ];
-        client
+        // Listening before tracking is on; the watchdog and the retracker only once
+        // it is (the retracker would otherwise turn it on a second time).
+        let mut tasks = vec![invalidations(&client, Arc::clone(&cache), prefix)];
+        if let Err(e) = client
             .start_tracking(prefix, true, false, false, false)
             .await
-            .map_err(|e| map_error(&e))?;
+        {
+            for t in &tasks {
+                t.abort();
+            }
+            let _ = client.quit().await;
+            return Err(map_error(&e));
+        }
         cache.reset();
         cache.set_enabled(true);
+        let heartbeat = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let _ = heartbeat
+                .enable_heartbeat(Duration::from_millis(500), false)
+                .await;
+        }));
+        tasks.push(watchdog(&client, Arc::clone(&cache)));
+        tasks.push(retracker(&client, Arc::clone(&cache), prefix));
         Ok(Self { client, tasks })
     }
 

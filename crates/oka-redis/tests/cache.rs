@@ -64,6 +64,28 @@ async fn tracked(url: &str, prefix: &str, max_bytes: u64) -> (Caching, Tracker) 
     )
 }
 
+/// Waits until a write's invalidations have arrived: at least `n`, and then none
+/// more for 50 ms. They arrive asynchronously (Redis may merge several changes of one
+/// key), and one arriving late would drop an entry a test has just read.
+async fn settle(cached: &Caching, n: u64) {
+    let t = Instant::now();
+    let mut last = (cached.cache().stats().invalidations, Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let now = cached.cache().stats().invalidations;
+        if now != last.0 {
+            last = (now, Instant::now());
+        } else if now >= n && last.1.elapsed() >= Duration::from_millis(50) {
+            return;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            cached.cache().stats()
+        );
+    }
+}
+
 fn value(rows: &[Vec<Row>]) -> Option<f64> {
     match rows.first()?.first()?.columns.get(2)? {
         Value::Float(v) => Some(*v),
@@ -82,6 +104,7 @@ async fn another_clients_write_invalidates_a_cached_record() {
     let f = feature();
     let (key, row) = record("a", 1_000, 1.0);
     writer.write(&f, &[(key.clone(), row)]).await.unwrap();
+    settle(&cached, 1).await;
     let keys = [key.clone()];
     assert_eq!(
         value(&cached.read(&f, &keys, &Query::Latest).await.unwrap()),
@@ -148,6 +171,9 @@ async fn a_lost_tracking_connection_empties_the_cache_until_tracking_is_back() {
         .map(|i| record(&format!("k{i}"), 10, i as f64))
         .collect();
     writer.write(&f, &records).await.unwrap();
+    // The writes' invalidations (two keys each) arrive asynchronously: wait for them,
+    // so that none drops an entry read below.
+    settle(&cached, 50).await;
     let keys: Vec<EntityKey> = records.iter().map(|(k, _)| k.clone()).collect();
     cached.read(&f, &keys, &Query::Latest).await.unwrap();
     let before = cached.cache().stats();
@@ -243,6 +269,7 @@ async fn range_and_last_n_through_the_cache_equal_uncached_reads() {
         }
     }
     plain.write(&f, &records).await.unwrap();
+    settle(&cached, 1).await;
     let keys: Vec<EntityKey> = (0..6)
         .map(|k| EntityKey::encode(&[Value::from(format!("h{k}").as_str())]))
         .collect();
