@@ -23,17 +23,11 @@ BIN=target/release
 mkdir -p "$OUT"
 : >"$OUT/runs.jsonl"
 [[ "${SKIP_BUILD:-0}" == 1 ]] || cargo build --release -q -p oka-cli -p oka-load
-exec 9>/tmp/oka-bench.lock
-flock 9
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-REDIS_PORT=$(free_port)
-taskset -c "$CLIENT_CPUS" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no >/dev/null 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
-"$BIN/oka" demo-spec | sed 's/period_s: 5$/period_s: 3600/' >"$OUT/spec.yaml"
+# shellcheck source=benches/load/lib.sh
+source benches/load/lib.sh
+bench_lock
+start_redis "$CLIENT_CPUS"
+bench_spec "$OUT/spec.yaml"
 for variant in "memory|memory://|" "redis|redis://127.0.0.1:$REDIS_PORT|" "redis-cache|redis://127.0.0.1:$REDIS_PORT|--cache tracking"; do
     IFS='|' read -r name url extra <<<"$variant"
     port=$(free_port)
@@ -43,7 +37,7 @@ for variant in "memory|memory://|" "redis|redis://127.0.0.1:$REDIS_PORT|" "redis
         --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" $extra 2>"$OUT/oka.log" &
     pid=$!
     PIDS+=("$pid")
-    for _ in $(seq 300); do curl -sf "http://127.0.0.1:$admin/readyz" >/dev/null && break; sleep 0.1; done
+    wait_ready "http://127.0.0.1:$admin/readyz"
     [[ -z $extra ]] || taskset -c "$CLIENT_CPUS" "$BIN/oka-load" --addr "127.0.0.1:$port" --batch 100 -d 2 -c 8 >/dev/null
     for _ in $(seq "$ROUNDS"); do
         taskset -c "$CLIENT_CPUS" "$BIN/oka-load" --addr "127.0.0.1:$port" --batch 100 -d "$DURATION" -c 16 \

@@ -28,23 +28,11 @@ BIN=target/release
 mkdir -p "$OUT"
 : >"$OUT/runs.jsonl"
 [[ "${SKIP_BUILD:-0}" == 1 ]] || cargo build --release -q -p oka-cli -p oka-load
-# Measurements only while no other benchmark on this machine measures.
-exec 9>/tmp/oka-bench.lock
-flock 9
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-wait_ready() { for _ in $(seq 300); do curl -sf "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done; echo "timed out: $1" >&2; return 1; }
-
-REDIS_PORT=$(free_port)
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no >"$OUT/redis.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
-# The demo spec with its source writing the 10,000 keys once (then hourly): no writes
-# during the runs.
-"$BIN/oka" demo-spec | sed 's/period_s: 5$/period_s: 3600/' >"$OUT/spec.yaml"
+# shellcheck source=benches/load/lib.sh
+source benches/load/lib.sh
+bench_lock
+start_redis ""
+bench_spec "$OUT/spec.yaml"
 
 run() { # LABEL ROUND CONNS PID ADDR [extra oka-load args]
     local label=$1 round=$2 conns=$3 pid=$4 addr=$5

@@ -170,6 +170,15 @@ enum Source {
 
 impl Source {
     async fn connect(url: &str, timeout: Duration) -> Result<Self, oka_storage::StoreError> {
+        let scheme = url.split_once("://").map_or(url, |(s, _)| s);
+        if !matches!(scheme, "redis" | "rediss" | "scylla" | "cassandra") {
+            return Err(oka_storage::StoreError::new(
+                oka_storage::StoreErrorKind::Internal,
+                format!(
+                    "Volga's data is read from its Redis (redis:// or rediss://) or its CQL cluster (scylla:// or cassandra://), not `{scheme}://`"
+                ),
+            ));
+        }
         if url.starts_with("scylla://") || url.starts_with("cassandra://") {
             let quiet = crate::logs::quiet_driver();
             let source = VolgaCqlSource::connect(url, timeout)
@@ -244,12 +253,17 @@ pub fn run(args: &VolgaArgs, natives: &NativeUdfs) -> Result<bool> {
     let started = Instant::now();
     rt.block_on(async {
         let timeout = Duration::from_millis(args.store.store_timeout_ms.max(5000));
-        let source = Source::connect(&args.from, timeout).await.map_err(|e| {
-            anyhow::anyhow!(
-                "cannot read Volga's data at {}: {e}",
-                stores::redact(&args.from)
-            )
-        })?;
+        let source = Source::connect(&args.from, timeout)
+            .await
+            .map_err(|e| match e.kind {
+                // The URL itself (its scheme, its options): the message says what.
+                oka_storage::StoreErrorKind::Internal => anyhow::anyhow!(
+                    "--from `{}`: {}",
+                    stores::redact(&args.from),
+                    stores::reason(&e)
+                ),
+                _ => stores::unreachable_at("read Volga's data", &args.from, &e),
+            })?;
         let store = stores::open_for_writes(&args.store, "migrate volga").await?;
         copy(&source, &*store, &registry, args, &mut state).await
     })?;
@@ -279,8 +293,9 @@ async fn copy(
     loop {
         let page = source.page(&state.cursor, args.batch).await.map_err(|e| {
             anyhow::anyhow!(
-                "reading Volga's data at {}: {e}; {} so far; run the same command again to resume",
+                "reading Volga's data at {}: {}; {} so far; run the same command again to resume",
                 state.from,
+                stores::reason(&e),
                 copied_text(state)
             )
         })?;
@@ -306,8 +321,9 @@ async fn copy(
         for (name, (feature, records)) in &batches {
             write(store, feature, records).await.map_err(|e| {
                 anyhow::anyhow!(
-                    "writing `{name}` into the store at {}: {e}; {} so far; run the same command again to resume",
+                    "writing `{name}` into the store at {}: {}; {} so far; run the same command again to resume",
                     state.to,
+                    stores::reason(&e),
                     copied_text(state)
                 )
             })?;

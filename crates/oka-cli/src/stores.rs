@@ -178,7 +178,13 @@ async fn cached(
     }
     let tracker = oka_redis::tracking::Tracker::start(url, prefix, cache, Duration::from_secs(5))
         .await
-        .map_err(|e| anyhow::anyhow!("--cache tracking: turning Redis client tracking on at {} failed: {e} (it needs Redis 6 or newer)", redact(url)))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "--cache tracking: turning Redis client tracking on at {} failed: {} (it needs Redis 6 or newer)",
+                redact(url),
+                reason(&e)
+            )
+        })?;
     Ok(Arc::new(caching.with_guard(Arc::new(tracker))))
 }
 
@@ -346,6 +352,44 @@ enum Backend {
 /// A store that could not be opened: its URL, what went wrong in words (the
 /// drivers' messages carry OS error dumps), and what to check.
 fn unreachable(url: &str, e: &oka_storage::StoreError, backend: Backend) -> anyhow::Error {
+    unreachable_as("open the store", url, e, backend)
+}
+
+/// A server at `url` that `action` (`open the store`, `read Volga's data`) could not
+/// reach, said as [`unreachable`] says it; the backend is the URL's.
+pub(crate) fn unreachable_at(
+    action: &str,
+    url: &str,
+    e: &oka_storage::StoreError,
+) -> anyhow::Error {
+    let backend = if url.starts_with("scylla") || url.starts_with("cassandra") {
+        Backend::Cql
+    } else {
+        Backend::Redis
+    };
+    unreachable_as(action, url, e, backend)
+}
+
+fn unreachable_as(
+    action: &str,
+    url: &str,
+    e: &oka_storage::StoreError,
+    backend: Backend,
+) -> anyhow::Error {
+    let what = reason(e);
+    let check = match backend {
+        Backend::Redis => "Check that Redis is running there and reachable from this machine",
+        Backend::Cql => {
+            "Check that a ScyllaDB or Cassandra node is running there (CQL, port 9042 by default) and reachable from this machine"
+        }
+    };
+    let stop = if what.ends_with('?') { "" } else { "." };
+    anyhow::anyhow!("cannot {action} at {}: {what}{stop} {check}.", redact(url))
+}
+
+/// What went wrong in a store call, in words: a known failure named, else the
+/// driver's message up to its first Debug dump.
+pub(crate) fn reason(e: &oka_storage::StoreError) -> String {
     let raw = e.message.as_str();
     let has = |needles: &[&str]| needles.iter().any(|n| raw.contains(n));
     let what = if has(&["Connection refused", "os error 111", "ConnectionRefused"]) {
@@ -380,22 +424,11 @@ fn unreachable(url: &str, e: &oka_storage::StoreError, backend: Backend) -> anyh
     } else {
         ""
     };
-    let what = if what.is_empty() {
+    if what.is_empty() {
         first_sentence(raw)
     } else {
         what.to_owned()
-    };
-    let check = match backend {
-        Backend::Redis => "Check that Redis is running there and reachable from this machine",
-        Backend::Cql => {
-            "Check that a ScyllaDB or Cassandra node is running there (CQL, port 9042 by default) and reachable from this machine"
-        }
-    };
-    let stop = if what.ends_with('?') { "" } else { "." };
-    anyhow::anyhow!(
-        "cannot open the store at {}: {what}{stop} {check}.",
-        redact(url)
-    )
+    }
 }
 
 /// A driver's message without its backend prefix (`redis: `, `cql: `), cut at

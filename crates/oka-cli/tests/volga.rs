@@ -337,6 +337,35 @@ fn a_volga_layout_store_refuses_history_sources_and_writes() {
         ),
         "{stderr}"
     );
+    // Where Volga's data cannot be read: said in words, never a driver's dump.
+    let state = std::env::temp_dir().join(format!("oka-migrate-err-{}.json", std::process::id()));
+    for (from, want) in [
+        (
+            "redis://127.0.0.1:1",
+            "error: cannot read Volga's data at redis://127.0.0.1:1: the connection was refused: nothing listens at that host and port. Check that Redis is running there and reachable from this machine.",
+        ),
+        (
+            "mongo://h",
+            "error: --from `mongo://h`: Volga's data is read from its Redis (redis:// or rediss://) or its CQL cluster (scylla:// or cassandra://), not `mongo://`",
+        ),
+    ] {
+        let (code, _, stderr) = oka(&[
+            "migrate",
+            "volga",
+            "--from",
+            from,
+            "--spec",
+            spec.to_str().unwrap(),
+            "--store",
+            "memory://",
+            "--restart",
+            "--state",
+            state.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(1));
+        assert_eq!(stderr.lines().last(), Some(want), "{stderr}");
+        assert!(!stderr.contains("Os {"), "{stderr}");
+    }
 }
 
 /// Volga's CQL layout (`volga/storage/scylla/consts.py`), and rows as its
