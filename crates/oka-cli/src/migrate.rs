@@ -299,25 +299,7 @@ async fn copy(
                 copied_text(state)
             )
         })?;
-        let mut batches: BTreeMap<&str, (&Feature, Records)> = BTreeMap::new();
-        for hash in &page.hashes {
-            let Some(feature) = registry
-                .feature_id(&hash.feature)
-                .map(|id| registry.feature(id))
-                .filter(|f| f.is_pipeline())
-            else {
-                *state.not_in_spec.entry(hash.feature.clone()).or_default() += 1;
-                continue;
-            };
-            match map_hash(feature, hash, event_time) {
-                Ok(record) => batches
-                    .entry(&feature.name)
-                    .or_insert((feature, Vec::new()))
-                    .1
-                    .push(record),
-                Err(why) => state.unmapped(hash, &why.0),
-            }
-        }
+        let batches = map_page(registry, &page.hashes, event_time, state);
         for (name, (feature, records)) in &batches {
             write(store, feature, records).await.map_err(|e| {
                 anyhow::anyhow!(
@@ -352,6 +334,35 @@ async fn copy(
             last_report = Instant::now();
         }
     }
+}
+
+/// A page's hashes as records, by feature; what does not map is counted in `state`.
+fn map_page<'r>(
+    registry: &'r Registry,
+    hashes: &[VolgaHash],
+    event_time: Timestamp,
+    state: &mut State,
+) -> BTreeMap<&'r str, (&'r Feature, Records)> {
+    let mut batches: BTreeMap<&str, (&Feature, Records)> = BTreeMap::new();
+    for hash in hashes {
+        let Some(feature) = registry
+            .feature_id(&hash.feature)
+            .map(|id| registry.feature(id))
+            .filter(|f| f.is_pipeline())
+        else {
+            *state.not_in_spec.entry(hash.feature.clone()).or_default() += 1;
+            continue;
+        };
+        match map_hash(feature, hash, event_time) {
+            Ok(record) => batches
+                .entry(&feature.name)
+                .or_insert((feature, Vec::new()))
+                .1
+                .push(record),
+            Err(why) => state.unmapped(hash, &why.0),
+        }
+    }
+    batches
 }
 
 /// A hash as a record of `feature`: its key from `keys_json`, its values from
