@@ -163,6 +163,12 @@ def test_retry_deadline_bounds_the_retries(own_store: Redis, prefix: str) -> Non
                 c.get_features("simple_feature", [{"id": prefix + "a"}])
         assert e.value.attempts == 2
         assert len(rec.paths("/v1/features")) == 2
+
+        # A budget shorter than Retry-After: raised at once, not waited for.
+        with oka_client.Client(server.url, max_retries=3, retry_deadline=0.5) as c:
+            with pytest.raises(oka_client.Unavailable) as fast:
+                c.get_features("simple_feature", [{"id": prefix + "a"}])
+        assert fast.value.attempts == 1 and fast.value.retry_after == 1.0
     finally:
         server.stop()
 

@@ -23,8 +23,9 @@ class Client:
 
     - ``base_url``: the serving port, e.g. ``"http://oka:1122"``.
     - ``api_key``: sent as ``Authorization: Bearer <key>``.
-    - ``timeout``: seconds per HTTP attempt (connect, read, write, pool), or an
-      ``httpx.Timeout``; ``None`` waits for ever.
+    - ``timeout``: httpx's timeout for each phase of an HTTP attempt (connect,
+      write, read, pool), in seconds, or an ``httpx.Timeout``; ``None`` waits
+      for ever.
     - ``max_retries``, ``backoff``, ``max_backoff``, ``retry_deadline``: see
       :class:`oka_client.RetryPolicy`. A ``503`` (waiting its ``Retry-After``),
       a ``504 store_timeout`` and a failed connection are retried; a ``4xx``
