@@ -45,8 +45,8 @@ for path in sorted(pathlib.Path(sys.argv[1]).glob("*.py")):
 print("ok")
 PYEOF
 
-echo "== python client: mypy --strict"
-(cd "$HERE" && "$VENV/bin/mypy" --strict)
+echo "== python client: mypy --strict (the package; then its tests and bench.py)"
+(cd "$HERE" && "$VENV/bin/mypy" --strict && "$VENV/bin/mypy" --strict tests bench.py)
 
 echo "== python client: pytest against oka serve on Redis"
 # Run from the tests' folder's parent, with the installed package (not src/) on the path.
