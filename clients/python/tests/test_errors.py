@@ -89,6 +89,8 @@ def test_client_side_checks() -> None:
     with oka_client.Client("http://127.0.0.1:9") as c:
         with pytest.raises(TypeError):
             c.get_features("f", {"id": "a"})  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"keys\[1\] is a key object"):
+            c.get_features("f", [{"id": "a"}, "b"])  # type: ignore[list-item]
         with pytest.raises(ValueError):
             c.get_features([], [{"id": "a"}])
         with pytest.raises(ValueError):

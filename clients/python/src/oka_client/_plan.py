@@ -184,6 +184,17 @@ def resolve(
     return out
 
 
+def _key_objects(keys: Sequence[Key], where: str) -> List[Dict[str, Any]]:
+    if isinstance(keys, (str, bytes, Mapping)):
+        raise TypeError(f"{where} is a list of key objects, e.g. [{{'id': 'user-1'}}]")
+    out = []
+    for i, k in enumerate(keys):
+        if not isinstance(k, Mapping):
+            raise TypeError(f"{where}[{i}] is a key object (a mapping such as {{'id': 'user-1'}}), not {type(k).__name__}")
+        out.append(dict(k))
+    return out
+
+
 def _optional(
     query_args: Optional[Mapping[str, Any]],
     udf_args: Optional[Mapping[str, Any]],
@@ -219,10 +230,12 @@ def plan(
         raise ValueError("max_keys_per_request and max_targets_per_request must be at least 1")
     if not targets:
         raise ValueError("give at least one target feature")
-    if keys is not None and (isinstance(keys, (str, bytes)) or isinstance(keys, Mapping)):
-        raise TypeError("keys is a list of key objects, e.g. [{'id': 'user-1'}]")
-    key_list = [dict(k) for k in keys] if keys is not None else None
-    fk = {name: [dict(k) for k in ks] for name, ks in feature_keys.items()} if feature_keys else None
+    key_list = _key_objects(keys, "keys") if keys is not None else None
+    fk = (
+        {name: _key_objects(ks, f"feature_keys[{name!r}]") for name, ks in feature_keys.items()}
+        if feature_keys
+        else None
+    )
     extra = _optional(query_args, udf_args, deadline_ms)
 
     total = (len(key_list) if key_list is not None else 0) + sum(len(v) for v in (fk or {}).values())
