@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by benches/load/{cache,workers,batch100}.sh (sourced, not run): free ports,
+# Shared by benches/load/{cache,workers,batch100,syscalls}.sh (sourced, not run): free ports,
 # processes stopped by PID on exit, readiness, a throwaway Redis, the bench lock.
 
 # A free 127.0.0.1 port.
