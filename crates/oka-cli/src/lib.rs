@@ -92,6 +92,14 @@ enum Command {
     Migrate(MigrateCommand),
     /// Print the demo spec.
     DemoSpec,
+    /// Write the OpenAPI 3.1 documents of the serving port (`openapi.json`) and the
+    /// admin port (`openapi-admin.json`) into DIR: the documents the admin port
+    /// serves, generated from the server's code.
+    Openapi {
+        /// The directory to write them into (created if needed).
+        #[arg(long, value_name = "DIR", default_value = "docs")]
+        out: PathBuf,
+    },
     /// Print the CQL schema (keyspace and table) of a ScyllaDB/Cassandra store, for
     /// operators who manage DDL themselves (`oka serve --store-create-schema`
     /// applies the same statements).
@@ -155,6 +163,7 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             store_replication,
         } => schema(&store, &store_replication),
         Command::Validate { spec } => validate(&spec, &natives),
+        Command::Openapi { out } => openapi(&out),
         Command::Init { dir, force } => {
             for path in init::init(&dir, oka_core::Timestamp::now(), force)? {
                 println!("wrote {}", path.display());
@@ -191,6 +200,20 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             })
         }
     }
+}
+
+/// `oka openapi`: the OpenAPI documents of both ports into `out`.
+fn openapi(out: &std::path::Path) -> Result<ExitCode> {
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    for (name, text) in [
+        ("openapi.json", oka_server::serving_document()),
+        ("openapi-admin.json", oka_server::admin_document()),
+    ] {
+        let path = out.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `oka schema`: the CQL DDL for a store URL's keyspace.

@@ -118,3 +118,88 @@ pub fn write_row(entity: &Entity, row: &Row, times: TimeFormat, out: &mut Vec<u8
     }
     out.push(b'}');
 }
+
+/// OpenAPI schemas of the answer [`write_response`] writes (feature `openapi`).
+/// Nothing serializes these types: they describe the encoder's output, and take
+/// the status names from the code that writes them.
+#[cfg(feature = "openapi")]
+pub mod openapi {
+    use indexmap::IndexMap;
+    use utoipa::openapi::RefOr;
+    use utoipa::openapi::schema::{AdditionalProperties, ObjectBuilder, Schema, Type};
+
+    use crate::execute::Outcome;
+
+    /// A record: an object of an entity's columns.
+    #[derive(Debug)]
+    pub struct Record;
+
+    impl utoipa::PartialSchema for Record {
+        fn schema() -> RefOr<Schema> {
+            ObjectBuilder::new()
+                .schema_type(Type::Object)
+                .additional_properties(Some(AdditionalProperties::FreeForm(true)))
+                .description(Some(
+                    "A record: an object of the entity's columns, in its answer order (key fields, the timestamp field, then value fields, unless the entity's `order` gives another). Values are typed as the entity declares them; a float is always written with a fraction, NaN and ±infinity as `null`. Timestamps are RFC 3339 with an explicit `+00:00` offset on `/v1/features`, naive UTC (`2026-12-02T11:16:20.321078`) on Volga's routes. A key field that the key object did not carry is `null`.",
+                ))
+                .examples([serde_json::json!({"id": "test-id-21", "value": 42.0, "timestamp": "2026-12-02T11:24:08.302133+00:00"})])
+                .into()
+        }
+    }
+
+    impl utoipa::ToSchema for Record {}
+
+    /// The status of one key of one target.
+    #[derive(Debug)]
+    pub struct KeyStatus;
+
+    impl utoipa::PartialSchema for KeyStatus {
+        fn schema() -> RefOr<Schema> {
+            let names = [
+                Outcome::Present(std::sync::Arc::from(Vec::new())).status(),
+                Outcome::Missing.status(),
+                Outcome::Error.status(),
+                super::INVALID_KEY,
+            ];
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .enum_values(Some(names))
+                .description(Some(
+                    "`present`: computed or read (the value is its records). `missing`: a `latest` read found nothing for the key, for the target or an input of its UDF (the value is `null`). `error`: the feature's UDF, or one it depends on, failed for this key (`null`). `invalid_key`: Volga's routes only, the key object does not fit the entity (`null`).",
+                ))
+                .into()
+        }
+    }
+
+    impl utoipa::ToSchema for KeyStatus {}
+
+    /// The answer to `POST /v1/features`.
+    #[derive(Debug, utoipa::ToSchema)]
+    pub struct FeatureResponse {
+        /// For each distinct target, in request order: one value per key of its key
+        /// list, in key order. A value is a list of records (one for a `latest` read
+        /// or a CEL UDF; oldest first, possibly empty, for `range`/`last_n`), or
+        /// `null` when the key's status is not `present`.
+        pub results: IndexMap<String, Vec<Option<Vec<Record>>>>,
+        /// For each distinct target, in request order: one status per key.
+        pub statuses: IndexMap<String, Vec<KeyStatus>>,
+        /// The worker that answered, `"<host>/<worker>"` (the 0-based worker number).
+        #[schema(examples("vm/0"))]
+        pub server_id: String,
+    }
+
+    /// The answer on Volga's routes (`/on_demand_compute`): Volga's shape.
+    #[derive(Debug, utoipa::ToSchema)]
+    pub struct VolgaFeatureResponse {
+        /// As on `/v1/features`, with naive UTC timestamps. `{}` when
+        /// `target_features` is empty.
+        pub results: IndexMap<String, Vec<Option<Vec<Record>>>>,
+        /// As on `/v1/features`; absent when `target_features` is empty.
+        #[schema(required = false)]
+        pub statuses: IndexMap<String, Vec<KeyStatus>>,
+        /// The worker that answered: its 1-based number, an integer (Volga's client
+        /// parses an int).
+        #[schema(minimum = 1, examples(1))]
+        pub server_id: u32,
+    }
+}

@@ -104,92 +104,112 @@ impl fmt::Display for SpecErrors {
     }
 }
 
-/// Machine-readable error codes. Only the server maps them to HTTP statuses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ErrorCode {
-    /// The body is not valid JSON, or not the expected shape.
-    MalformedRequest,
-    /// A field of the request is not one Oka knows.
-    UnknownField,
-    /// A target or referenced feature does not exist.
-    UnknownFeature,
-    /// The request is well-formed but not valid (empty targets, bad keys, …).
-    InvalidRequest,
-    /// No keys were given for a target.
-    MissingKeys,
-    /// A key object lacks a key field or has one of the wrong type.
-    InvalidKey,
-    /// `udf_args` names an argument the feature does not declare.
-    UnknownUdfArg,
-    /// A UDF argument has the wrong type, or a required one is missing.
-    InvalidUdfArg,
-    /// `query_args` is missing a parameter or has one of the wrong type.
-    InvalidQueryArg,
-    /// The body exceeds the size limit.
-    PayloadTooLarge,
-    /// No valid API key was given.
-    Unauthenticated,
-    /// The API key lacks the scope this route needs.
-    Forbidden,
-    /// A spec given for reload is invalid (the old one keeps serving).
-    InvalidSpec,
-    /// No such route.
-    NotFound,
-    /// The route exists but not for this method.
-    MethodNotAllowed,
-    /// The store cannot be reached.
-    StoreUnavailable,
-    /// The store did not answer in time.
-    StoreTimeout,
-    /// The request's deadline passed.
-    DeadlineExceeded,
-    /// The server refused the request to protect itself.
-    Overloaded,
-    /// The request body did not arrive within the body-read timeout.
-    BodyTimeout,
-    /// Too many reloads: one is running, or the last was too recent.
-    TooManyReloads,
-    /// The server is shutting down and took no new work.
-    ShuttingDown,
-    /// The store cannot do what the request needs: it answers only `latest` reads
-    /// and takes no writes (a Volga-layout store).
-    UnsupportedByStore,
-    /// A bug or an unexpected failure; details are logged, not returned.
-    Internal,
+/// Declares [`ErrorCode`] from one table (variant, wire name, doc), so that its
+/// variants, [`ErrorCode::as_str`] and [`ErrorCode::ALL`] cannot disagree.
+macro_rules! error_codes {
+    ($($(#[doc = $doc:literal])+ $variant:ident = $wire:literal,)+) => {
+        /// Machine-readable error codes. Only the server maps them to HTTP statuses.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum ErrorCode {
+            $($(#[doc = $doc])+ $variant,)+
+        }
+
+        impl ErrorCode {
+            /// Every code, in declaration order (the API's list of codes: the
+            /// OpenAPI document's enum is made from it).
+            pub const ALL: &'static [ErrorCode] = &[$(Self::$variant,)+];
+
+            /// The snake_case name used on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $wire,)+
+                }
+            }
+
+            /// What the code means, in a sentence (its doc comment).
+            pub fn describe(self) -> &'static str {
+                match self {
+                    $(Self::$variant => concat!($($doc),+).trim_ascii(),)+
+                }
+            }
+        }
+    };
 }
 
-impl ErrorCode {
-    /// The snake_case name used on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::MalformedRequest => "malformed_request",
-            Self::UnknownField => "unknown_field",
-            Self::UnknownFeature => "unknown_feature",
-            Self::InvalidRequest => "invalid_request",
-            Self::MissingKeys => "missing_keys",
-            Self::InvalidKey => "invalid_key",
-            Self::UnknownUdfArg => "unknown_udf_arg",
-            Self::InvalidUdfArg => "invalid_udf_arg",
-            Self::InvalidQueryArg => "invalid_query_arg",
-            Self::PayloadTooLarge => "payload_too_large",
-            Self::Unauthenticated => "unauthenticated",
-            Self::Forbidden => "forbidden",
-            Self::InvalidSpec => "invalid_spec",
-            Self::NotFound => "not_found",
-            Self::MethodNotAllowed => "method_not_allowed",
-            Self::StoreUnavailable => "store_unavailable",
-            Self::StoreTimeout => "store_timeout",
-            Self::DeadlineExceeded => "deadline_exceeded",
-            Self::Overloaded => "overloaded",
-            Self::BodyTimeout => "body_timeout",
-            Self::TooManyReloads => "too_many_reloads",
-            Self::ShuttingDown => "shutting_down",
-            Self::UnsupportedByStore => "unsupported_by_store",
-            Self::Internal => "internal",
-        }
+error_codes! {
+    /// The body is not valid JSON, or not the expected shape.
+    MalformedRequest = "malformed_request",
+    /// A field of the request is not one Oka knows.
+    UnknownField = "unknown_field",
+    /// A target or referenced feature does not exist.
+    UnknownFeature = "unknown_feature",
+    /// The request is well-formed but not valid (empty targets, bad keys, …).
+    InvalidRequest = "invalid_request",
+    /// No keys were given for a target.
+    MissingKeys = "missing_keys",
+    /// A key object lacks a key field or has one of the wrong type.
+    InvalidKey = "invalid_key",
+    /// `udf_args` names an argument the feature does not declare.
+    UnknownUdfArg = "unknown_udf_arg",
+    /// A UDF argument has the wrong type, or a required one is missing.
+    InvalidUdfArg = "invalid_udf_arg",
+    /// `query_args` is missing a parameter or has one of the wrong type.
+    InvalidQueryArg = "invalid_query_arg",
+    /// The body exceeds the size limit.
+    PayloadTooLarge = "payload_too_large",
+    /// No valid API key was given.
+    Unauthenticated = "unauthenticated",
+    /// The API key lacks the scope this route needs.
+    Forbidden = "forbidden",
+    /// A spec given for reload is invalid (the old one keeps serving).
+    InvalidSpec = "invalid_spec",
+    /// No such route.
+    NotFound = "not_found",
+    /// The route exists but not for this method.
+    MethodNotAllowed = "method_not_allowed",
+    /// The store cannot be reached.
+    StoreUnavailable = "store_unavailable",
+    /// The store did not answer in time.
+    StoreTimeout = "store_timeout",
+    /// The request's deadline passed.
+    DeadlineExceeded = "deadline_exceeded",
+    /// The server refused the request to protect itself.
+    Overloaded = "overloaded",
+    /// The request body did not arrive within the body-read timeout.
+    BodyTimeout = "body_timeout",
+    /// Too many reloads: one is running, or the last was too recent.
+    TooManyReloads = "too_many_reloads",
+    /// The server is shutting down and took no new work.
+    ShuttingDown = "shutting_down",
+    /// The store cannot do what the request needs: it answers only `latest` reads
+    /// and takes no writes (a Volga-layout store).
+    UnsupportedByStore = "unsupported_by_store",
+    /// A bug or an unexpected failure; details are logged, not returned.
+    Internal = "internal",
+}
+
+/// The OpenAPI schema of an error code: a string enum of every code's wire
+/// name, made from [`ErrorCode::ALL`].
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for ErrorCode {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        let meanings: String = ErrorCode::ALL
+            .iter()
+            .map(|c| format!("\n- `{}`: {}", c.as_str(), c.describe()))
+            .collect();
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(ErrorCode::ALL.iter().map(|c| c.as_str())))
+            .description(Some(format!(
+                "What went wrong, machine-readable. The codes:{meanings}"
+            )))
+            .into()
     }
 }
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for ErrorCode {}
 
 impl fmt::Display for ErrorCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -214,5 +234,28 @@ impl RequestError {
             code,
             message: message.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_distinct_snake_case_name_and_a_description() {
+        let mut names: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.as_str()).collect();
+        assert!(names.contains(&"malformed_request") && names.contains(&"internal"));
+        assert!(
+            names
+                .iter()
+                .all(|n| n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_'))
+        );
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), ErrorCode::ALL.len());
+        assert_eq!(
+            ErrorCode::UnsupportedByStore.describe(),
+            "The store cannot do what the request needs: it answers only `latest` reads and takes no writes (a Volga-layout store)."
+        );
     }
 }

@@ -21,13 +21,27 @@ use crate::writer::WritePath;
 /// How many rejected records an answer details.
 pub const MAX_REPORTED: usize = 100;
 
+/// An ingest body, `{"feature": …, "records": […]}`; `records` is kept as the
+/// body's text and read one record at a time.
 #[derive(Debug, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = IngestRequest, examples(
+    json!({"feature": "test_feature", "records": [{"id": "user/42", "value": 3.5, "timestamp": "2026-12-02T10:00:00Z"}, {"id": "user/42", "value": 4.5}]}),
+)))]
 #[serde(deny_unknown_fields)]
-struct RawBody<'a> {
+pub struct RawBody<'a> {
+    /// The pipeline feature the records belong to.
     #[serde(borrow)]
-    feature: Cow<'a, str>,
+    #[cfg_attr(feature = "openapi", schema(value_type = String))]
+    pub feature: Cow<'a, str>,
+    /// The records: objects of the entity's columns. Key fields are required; the
+    /// timestamp field is optional (an RFC 3339 string or epoch seconds; the
+    /// server's time at receipt if absent); value fields are optional (`null` if
+    /// absent). A record with an unknown field, a wrong type or an out-of-range
+    /// timestamp is rejected alone.
     #[serde(borrow)]
-    records: &'a RawValue,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    pub records: &'a RawValue,
 }
 
 /// The elements of a JSON array's text, already checked to be valid JSON, as
@@ -106,6 +120,7 @@ pub enum BodyError {
 
 /// One rejected record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Rejection {
     /// Its position in `records`.
     pub index: usize,
@@ -115,12 +130,14 @@ pub struct Rejection {
 
 /// The answer to an ingest body.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(as = IngestSummary))]
 pub struct BodySummary {
     /// Records written.
     pub written: usize,
     /// Records rejected (not written).
     pub rejected: usize,
-    /// The first [`MAX_REPORTED`] rejections.
+    /// The first `MAX_REPORTED` (100) rejections, in body order.
     pub errors: Vec<Rejection>,
 }
 

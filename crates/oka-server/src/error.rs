@@ -1,9 +1,29 @@
 //! The one place where error codes become HTTP statuses.
 
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use oka_core::{ErrorCode, RequestError};
 use oka_storage::{StoreError, StoreErrorKind};
+use serde::Serialize;
+
+/// The JSON body of every error: `{"error": {"code": …, "message": …}}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody<'a> {
+    /// What went wrong.
+    pub error: ErrorDetail<'a>,
+}
+
+/// The `error` of an error body.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct ErrorDetail<'a> {
+    /// The error code; each code has one HTTP status.
+    #[schema(value_type = ErrorCode)]
+    pub code: &'static str,
+    /// What is wrong, naming the offending value; for `internal`, always
+    /// `internal error`.
+    pub message: &'a str,
+}
 
 /// An error answered to a client: `{"error": {"code": …, "message": …}}`.
 #[derive(Debug, Clone)]
@@ -106,13 +126,9 @@ impl ApiError {
         let mut resp = (status, body).into_response();
         resp.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-        if status == StatusCode::UNAUTHORIZED {
+        if let Some((name, value)) = status_header(status) {
             resp.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
-        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
-            resp.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                .insert(name, HeaderValue::from_static(value));
         }
         // The body may be partly unread (408, 413) or the server is going away:
         // the connection cannot carry another request.
@@ -127,11 +143,29 @@ impl ApiError {
     }
 }
 
+/// The header every error answer of `status` carries besides its content type:
+/// `WWW-Authenticate: Bearer` on 401, `Retry-After: 1` on 429 and 503 (a 429 from
+/// `/admin/reload` may say more seconds). The OpenAPI documents state the same.
+pub fn status_header(status: StatusCode) -> Option<(HeaderName, &'static str)> {
+    match status {
+        StatusCode::UNAUTHORIZED => Some((header::WWW_AUTHENTICATE, "Bearer")),
+        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => {
+            Some((header::RETRY_AFTER, "1"))
+        }
+        _ => None,
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body =
-            serde_json::json!({"error": {"code": self.code.as_str(), "message": self.message}});
-        self.respond(body.to_string(), "application/json")
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code.as_str(),
+                message: &self.message,
+            },
+        };
+        let body = serde_json::to_string(&body).unwrap_or_default();
+        self.respond(body, "application/json")
     }
 }
 

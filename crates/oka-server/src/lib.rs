@@ -1,7 +1,10 @@
 //! Oka's HTTP serving. The server never names a concrete store backend.
 //!
 //! - [`router`](mod@router): the serving router (`/v1/features`, Volga's `/on_demand_compute`,
-//!   `/v1/ingest`) and the admin router (`/healthz`, `/readyz`, `/metrics`, `/stats`).
+//!   `/v1/ingest`) and the admin router (`/healthz`, `/readyz`, `/metrics`, `/stats`,
+//!   `/admin/reload`, `/openapi.json`); `router::docs`: the OpenAPI documents of both
+//!   ports, from the handlers' `#[utoipa::path]` attributes; [`openapi`]: their
+//!   parts (each route's error answers, the security schemes, the rendering).
 //! - [`serve`]: the feature request path — parse, prepare, batched reads, UDFs, encode.
 //! - [`ingest`]: `POST /v1/ingest` (the write path itself is the `oka-ingest` crate).
 //! - [`error`]: error codes to HTTP statuses, in one place.
@@ -19,6 +22,7 @@ pub mod conn;
 pub mod error;
 pub mod ingest;
 pub mod metrics;
+pub mod openapi;
 pub mod router;
 pub mod runtime;
 pub mod serve;
@@ -26,5 +30,6 @@ mod shutdown;
 pub mod state;
 pub mod stats;
 
+pub use router::docs::{admin_document, serving_document};
 pub use router::{admin_router, router};
 pub use state::{AppState, Limits, Shared};

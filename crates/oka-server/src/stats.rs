@@ -169,8 +169,9 @@ pub struct Stats {
     pub db: Window,
 }
 
-/// `/stats` body (Volga's names, milliseconds).
-#[derive(Debug, Serialize)]
+/// `/stats` body (Volga's names, milliseconds; 0 over a window without requests).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = Stats)]
 pub struct StatsBody {
     /// Window length in seconds.
     pub window_s: u64,

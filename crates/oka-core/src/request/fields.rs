@@ -131,6 +131,108 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for FieldMap<V> {
     }
 }
 
+/// OpenAPI schemas of a request's map-shaped fields (feature `openapi`): the
+/// derive on [`FeatureRequest`](super::FeatureRequest) takes them from here, as
+/// [`FieldMap`] parses them.
+#[cfg(feature = "openapi")]
+pub mod openapi {
+    use serde_json::json;
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
+
+    use crate::query::MAX_LAST_N;
+
+    fn nullable(t: Type) -> SchemaType {
+        SchemaType::Array(vec![t, Type::Null])
+    }
+
+    fn map_of(
+        nullable_map: bool,
+        values: impl Into<utoipa::openapi::RefOr<utoipa::openapi::Schema>>,
+    ) -> ObjectBuilder {
+        let ty = if nullable_map {
+            nullable(Type::Object)
+        } else {
+            Type::Object.into()
+        };
+        ObjectBuilder::new()
+            .schema_type(ty)
+            .additional_properties(Some(values.into()))
+    }
+
+    /// A key object: key field name → value, a JSON string or integer as the
+    /// entity declares the field.
+    pub fn key_object() -> ObjectBuilder {
+        map_of(
+            false,
+            ObjectBuilder::new().schema_type(SchemaType::Array(vec![Type::String, Type::Integer])),
+        )
+        .description(Some(
+            "A key object: key field name → value (a JSON string for a `string` key field, a JSON integer for an `int` one). The order of its fields does not matter.",
+        ))
+        .examples([json!({"id": "test-id-1"})])
+    }
+
+    /// `keys`: one key list for every target without one of its own.
+    pub fn keys() -> ArrayBuilder {
+        ArrayBuilder::new()
+            .schema_type(nullable(Type::Array))
+            .items(key_object())
+            .description(Some(
+                "One key list for every target that has no list of its own in `feature_keys`.",
+            ))
+    }
+
+    /// `feature_keys`: key lists by feature name.
+    pub fn feature_keys() -> ObjectBuilder {
+        map_of(true, ArrayBuilder::new().items(key_object())).description(Some(
+            "Key lists by feature name (Volga's form): a target uses its own list, else the list given for a feature it depends on, else `keys`.",
+        ))
+    }
+
+    /// One feature's `query_args`.
+    pub fn query_arg_map() -> ObjectBuilder {
+        let bound = |what: &str| {
+            ObjectBuilder::new()
+                .schema_type(SchemaType::Array(vec![Type::String, Type::Number, Type::Null]))
+                .description(Some(format!(
+                    "The {what} of a `range` read, inclusive: an RFC 3339 timestamp or epoch seconds."
+                )))
+        };
+        ObjectBuilder::new()
+            .schema_type(nullable(Type::Object))
+            .property("start", bound("start"))
+            .property("end", bound("end"))
+            .property(
+                "n",
+                ObjectBuilder::new()
+                    .schema_type(nullable(Type::Integer))
+                    .minimum(Some(1))
+                    .maximum(Some(MAX_LAST_N as f64))
+                    .description(Some("How many records a `last_n` read returns.")),
+            )
+            .additional_properties(Some(
+                utoipa::openapi::schema::AdditionalProperties::FreeForm(false),
+            ))
+    }
+
+    /// `query_args`: storage query parameters by feature name.
+    pub fn query_args() -> ObjectBuilder {
+        map_of(true, query_arg_map()).description(Some(
+            "Storage query parameters by feature name: `start`/`end` for `range` reads, `n` for `last_n` reads. `null` stands for none.",
+        ))
+    }
+
+    /// `udf_args`: UDF arguments by on-demand feature name.
+    pub fn udf_args() -> ObjectBuilder {
+        let args = ObjectBuilder::new()
+            .schema_type(nullable(Type::Object))
+            .additional_properties(Some(ObjectBuilder::new().schema_type(SchemaType::AnyValue)));
+        map_of(true, args).description(Some(
+            "UDF arguments by on-demand feature name: argument name → value. An absent or `null` argument takes the spec's default.",
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,26 +25,37 @@ pub use prepared::{Fetch, FetchId, Group, Prepared, Target};
 
 /// A feature request, as sent to `POST /v1/features` and Volga's `/on_demand_compute`.
 #[derive(Debug, Clone, Default, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", schema(examples(
+    json!({"target_features": ["simple_feature"], "keys": [{"id": "test-id-21"}], "udf_args": {"simple_feature": {"multiplier": 2.0}}}),
+    json!({"target_features": ["test_feature"], "keys": [{"id": "test-id-7"}], "query_args": {"test_feature": {"n": 3}}}),
+)))]
 #[serde(deny_unknown_fields)]
 pub struct FeatureRequest {
-    /// Features to compute and return.
+    /// Features to compute and return, pipeline or on-demand. Duplicates are
+    /// dropped; results come back in request order.
     pub target_features: Vec<String>,
     /// One key list for every target.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(schema_with = fields::openapi::keys))]
     pub keys: Option<Vec<KeyObject>>,
     /// Key lists per feature (Volga's form): a target uses its own list, or the list
     /// given for a feature it depends on.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(schema_with = fields::openapi::feature_keys))]
     pub feature_keys: Option<IndexMap<String, Vec<KeyObject>>>,
     /// Query parameters per feature: `start`/`end` for `range`, `n` for `last_n`.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(schema_with = fields::openapi::query_args))]
     pub query_args: Option<ArgMaps>,
     /// UDF arguments per on-demand feature.
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(schema_with = fields::openapi::udf_args))]
     pub udf_args: Option<ArgMaps>,
     /// This request's deadline in milliseconds (overrides the server's default; the
     /// `X-Oka-Deadline-Ms` header overrides this).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 600_000))]
     pub deadline_ms: Option<u64>,
 }
 

@@ -4,6 +4,7 @@
 mod connections;
 mod hostile;
 mod http_errors;
+mod openapi;
 mod resilience;
 mod serving;
 mod sockets;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
@@ -27,11 +27,27 @@ use crate::auth::Scope;
 use crate::error::ApiError;
 use crate::ingest;
 use crate::metrics::{Metrics, Refusal, Route};
+use crate::openapi::{CatalogErrors, FeatureErrors, IngestErrors, VolgaGetErrors, VolgaPostErrors};
 use crate::serve::{self, Dialect};
-use crate::state::{Admitted, AppState, ReloadError};
+use crate::state::{Admitted, AppState};
+
+mod admin;
+pub mod docs;
 
 /// The header that sets a request's deadline in milliseconds.
 pub const DEADLINE_HEADER: &str = "x-oka-deadline-ms";
+
+/// The deadline header, as the feature routes document it.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)] // a schema: never built
+struct DeadlineHeader {
+    /// This request's deadline in milliseconds, from 1 to 600000 (anything else is
+    /// `400 invalid_request`); overrides the body's `deadline_ms` and the server's
+    /// `--deadline-ms`.
+    #[param(rename = "X-Oka-Deadline-Ms", value_type = u64, required = false, minimum = 1, maximum = 600_000)]
+    deadline: Option<u64>,
+}
 
 /// The serving router (port 1122).
 pub fn router(state: AppState) -> Router {
@@ -45,14 +61,17 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The admin router (port 9122): health, readiness, metrics, stats, reload.
+/// The admin router (port 9122): health, readiness, metrics, stats, reload, and
+/// the OpenAPI documents of both ports.
 pub fn admin_router(state: AppState) -> Router {
     Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .route("/stats", get(stats))
-        .route("/admin/reload", post(reload))
+        .route("/healthz", get(admin::healthz))
+        .route("/readyz", get(admin::readyz))
+        .route("/metrics", get(admin::metrics))
+        .route("/stats", get(admin::stats))
+        .route("/admin/reload", post(admin::reload))
+        .route("/openapi.json", get(docs::openapi_serving))
+        .route("/openapi-admin.json", get(docs::openapi_admin))
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -352,11 +371,35 @@ fn asks_for_json(headers: &HeaderMap) -> bool {
         })
 }
 
+/// `POST /v1/features`.
+#[utoipa::path(post, path = "/v1/features", tag = "features", operation_id = "features",
+    summary = "Compute features for keys (Oka's API)",
+    description = "Reads the pipeline features the targets need from the store (batched) and runs the on-demand UDFs over them. Strict: an unknown top-level field, a key object that does not fit its entity, or an empty `target_features` is a 400. There are no partial answers: a failed store read fails the whole request; a failing UDF marks only its key `error`.",
+    params(DeadlineHeader),
+    request_body(content = oka_core::FeatureRequest, description = "The request; its `Content-Type` is not checked (the body is always parsed as JSON)."),
+    responses(
+        (status = 200, description = "The features: one value and one status per key of each target.", body = oka_core::encode::openapi::FeatureResponse,
+            headers(("server-timing" = String, description = "Where the request's time went, in ms: `parse;dur=…, storage;dur=…, udf;dur=…, encode;dur=…`."))),
+        FeatureErrors,
+    ),
+    security((), ("bearer" = ["read"]), ("api_key" = ["read"])))]
 async fn post_features(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
     compute(&state, Route::Features, &headers, body, Dialect::Oka).await
 }
 
+/// `POST /on_demand_compute`.
+#[utoipa::path(post, path = "/on_demand_compute", tag = "volga", operation_id = "volga_post",
+    summary = "Compute features for keys (Volga's API, POSTed)",
+    description = "The request Volga's client puts in its URL, sent as a body. Answers as Volga's server did wherever it answered 200: unknown top-level fields are ignored, an empty `target_features` is `{\"results\":{},\"server_id\":N}`, a key object that does not fit its entity is answered `null` with status `invalid_key`, timestamps are naive UTC and `server_id` is an integer. Errors are plain text (`<code>: <message>`) unless the `Accept` header names `application/json`.",
+    params(DeadlineHeader),
+    request_body(content = docs::VolgaFeatureRequest, description = "The request; its `Content-Type` is not checked."),
+    responses(
+        (status = 200, description = "The features, in Volga's shape.", body = oka_core::encode::openapi::VolgaFeatureResponse,
+            headers(("server-timing" = String, description = "Where the request's time went, in ms."))),
+        VolgaPostErrors,
+    ),
+    security((), ("bearer" = ["read"]), ("api_key" = ["read"])))]
 async fn post_volga(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
     compute(&state, Route::VolgaPost, &headers, body, Dialect::Volga).await
@@ -365,6 +408,20 @@ async fn post_volga(State(state): State<AppState>, headers: HeaderMap, body: Bod
 /// Volga's `GET /on_demand_compute/{json}`: the request is percent-encoded JSON in
 /// the path. The wildcard also takes JSON containing `/` (which broke Volga's route);
 /// the path is decoded here so that bad encodings get Oka's JSON errors.
+#[utoipa::path(get, path = "/on_demand_compute/{json}", tag = "volga", operation_id = "volga_get",
+    summary = "Compute features for keys (Volga's wire format: JSON in the path)",
+    description = "Everything after `/on_demand_compute/` is percent-decoded once and parsed as the request JSON (the fields of `VolgaFeatureRequest`); a `/` in it is allowed. Answers as `POST /on_demand_compute`. A request target longer than 65,534 bytes is refused by the HTTP layer with `414` and an empty body; `GET /on_demand_compute/` with nothing after the slash is a `404 not_found`.",
+    params(DeadlineHeader,
+        ("json" = String, Path, min_length = 1,
+            description = "The request's JSON (a `VolgaFeatureRequest`), percent-encoded whole. It is decoded once, so a `%` in it must be sent as `%25`. A `/` may stand in it, encoded or not.",
+            example = "%7B%22target_features%22%3A%5B%22simple_feature%22%5D%2C%22feature_keys%22%3A%7B%22simple_feature%22%3A%5B%7B%22id%22%3A%22test-id-21%22%7D%5D%7D%7D")),
+    responses(
+        (status = 200, description = "The features, in Volga's shape.", body = oka_core::encode::openapi::VolgaFeatureResponse,
+            headers(("server-timing" = String, description = "Where the request's time went, in ms."))),
+        (status = 414, description = "URI Too Long: the request target exceeds 65,534 bytes (the HTTP layer; empty body). Use a POST route."),
+        VolgaGetErrors,
+    ),
+    security((), ("bearer" = ["read"]), ("api_key" = ["read"])))]
 async fn get_volga(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
     let limit = state.shared.limits.max_body_bytes;
     let body = async {
@@ -383,6 +440,15 @@ async fn get_volga(State(state): State<AppState>, headers: HeaderMap, uri: Uri) 
     compute(&state, Route::VolgaGet, &headers, body, Dialect::Volga).await
 }
 
+/// `GET /v1/features`.
+#[utoipa::path(get, path = "/v1/features", tag = "registry", operation_id = "registry",
+    summary = "The loaded spec: entities and features",
+    description = "The registry as JSON, encoded at start and again on each reload.",
+    responses(
+        (status = 200, description = "The registry.", body = crate::catalog::Catalog),
+        CatalogErrors,
+    ),
+    security((), ("bearer" = ["read"]), ("api_key" = ["read"])))]
 async fn get_catalog(State(state): State<AppState>, headers: HeaderMap) -> Response {
     tracked(&state, Route::Registry, |_| async {
         authorize(&state, &headers, Scope::Read)?;
@@ -394,6 +460,16 @@ async fn get_catalog(State(state): State<AppState>, headers: HeaderMap) -> Respo
     .await
 }
 
+/// `POST /v1/ingest`.
+#[utoipa::path(post, path = "/v1/ingest", tag = "ingest", operation_id = "ingest",
+    summary = "Write records of a pipeline feature",
+    description = "Writes the body's valid records through the batched write path and answers once they are stored; invalid records are reported and not written (the answer is 200 even then). A body that is not JSON writes nothing. If the store fails for good, the message says how many records were written before it failed; a retry is idempotent for records that carry their own timestamp.",
+    request_body(content = oka_ingest::body::RawBody<'static>, description = "The feature and its records."),
+    responses(
+        (status = 200, description = "What was written and what was rejected.", body = oka_ingest::body::BodySummary),
+        IngestErrors,
+    ),
+    security((), ("bearer" = ["write"]), ("api_key" = ["write"])))]
 async fn post_ingest(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     tracked(&state, Route::Ingest, |_| async {
         authorize(&state, &headers, Scope::Write)?;
@@ -421,137 +497,4 @@ async fn method_not_allowed(State(state): State<AppState>) -> Response {
         ))
     })
     .await
-}
-
-async fn healthz() -> Response {
-    json_response(r#"{"status":"ok"}"#)
-}
-
-fn not_ready(reason: &'static str) -> Response {
-    let body = serde_json::json!({"ready": false, "reason": reason}).to_string();
-    let mut resp = json_response(body);
-    *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
-    resp
-}
-
-async fn readyz(State(state): State<AppState>) -> Response {
-    if state.shared.is_draining() {
-        return not_ready("shutting down");
-    }
-    match state.shared.store.health().await {
-        // The in-process store is ready, but its data goes with the process: say
-        // so where operators look.
-        Ok(()) if state.shared.store.backend() == "memory" => json_response(
-            r#"{"ready":true,"note":"the store is memory:// (in this process): data written to it is lost when the server exits; give --store for a shared one"}"#,
-        ),
-        Ok(()) => json_response(r#"{"ready":true}"#),
-        Err(e) => {
-            tracing::warn!(backend = state.shared.store.backend(), error = %e, "store health check failed");
-            not_ready("store unavailable")
-        }
-    }
-}
-
-/// `GET /metrics`: the OpenMetrics text. A scraper that asks for OpenMetrics
-/// (Prometheus does) gets it labelled as such; anyone else (curl, a browser) gets
-/// the same text as `text/plain`, so it shows instead of downloading.
-async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let shared = &state.shared;
-    let body = crate::metrics::render(
-        &shared.metrics,
-        &shared.loaded.load().metrics,
-        shared.workers(),
-        shared.store.coalesced_reads(),
-        shared.store.cache_stats(),
-    );
-    let openmetrics = headers
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| v.contains("application/openmetrics-text"));
-    let content_type = if openmetrics {
-        crate::metrics::OPENMETRICS
-    } else {
-        crate::metrics::PLAIN
-    };
-    let mut resp = Response::new(Body::from(body));
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    resp
-}
-
-async fn stats(State(state): State<AppState>) -> Response {
-    let body = serde_json::to_vec(&state.shared.stats.body()).unwrap_or_default();
-    json_response(body)
-}
-
-/// `POST /admin/reload`: reload the spec and API keys; 400 with the reason if the
-/// new spec is invalid (the old one keeps serving), 429 while a reload runs or
-/// within the reload interval of the last. With an `admin` key configured, the
-/// caller needs it; callers that are not authenticated see file names, never
-/// paths, in the reason.
-async fn reload(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let keys_guard = state.shared.loaded.load().keys.admin_enabled();
-    if keys_guard
-        && let Err(e) = state
-            .shared
-            .loaded
-            .load()
-            .keys
-            .check(&headers, Scope::Admin)
-    {
-        state
-            .shared
-            .metrics
-            .reload(crate::metrics::ReloadResult::Refused);
-        return e.into_response();
-    }
-    // Refused at once, without a thread, while a reload runs or is too recent.
-    let result = match state.shared.reload_allowed() {
-        Err(refused) => Ok(Err(refused)),
-        Ok(()) => {
-            let shared = state.shared.clone();
-            // Loading and validating a spec is CPU work off the serving workers' hot path.
-            tokio::task::spawn_blocking(move || shared.reload()).await
-        }
-    };
-    match result {
-        Ok(Ok(summary)) => {
-            json_response(serde_json::json!({"reloaded": true, "summary": summary}).to_string())
-        }
-        Ok(Err(ReloadError::Invalid(failure))) => {
-            let reason = if keys_guard {
-                failure.message
-            } else {
-                failure.public
-            };
-            ApiError::new(ErrorCode::InvalidSpec, reason).into_response()
-        }
-        Ok(Err(ReloadError::Busy)) => ApiError::new(
-            ErrorCode::TooManyReloads,
-            "a reload is running; retry when it has finished",
-        )
-        .into_response(),
-        Ok(Err(ReloadError::TooSoon(wait))) => {
-            let mut resp = ApiError::new(
-                ErrorCode::TooManyReloads,
-                format!(
-                    "the last reload was too recent; retry in {} ms",
-                    wait.as_millis().max(1)
-                ),
-            )
-            .into_response();
-            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            if let Ok(v) = HeaderValue::from_str(&secs.max(1).to_string()) {
-                resp.headers_mut().insert(header::RETRY_AFTER, v);
-            }
-            resp
-        }
-        Ok(Err(ReloadError::Unsupported)) => ApiError::new(
-            ErrorCode::InvalidRequest,
-            "this server has no reloadable spec source",
-        )
-        .into_response(),
-        Err(_) => ApiError::new(ErrorCode::Internal, "internal error").into_response(),
-    }
 }

@@ -1,0 +1,143 @@
+//! The OpenAPI 3.1 documents of both ports, assembled from the handlers'
+//! `#[utoipa::path]` attributes and the request and answer types' schemas, and
+//! served on the admin port (`/openapi.json`, `/openapi-admin.json`). `oka
+//! openapi` writes the same text to `docs/`; a test fails when those files are
+//! stale.
+
+use std::sync::LazyLock;
+
+use axum::body::Body;
+use axum::http::{HeaderValue, header};
+use axum::response::Response;
+use oka_core::ErrorCode;
+use oka_core::encode::openapi::{FeatureResponse, KeyStatus, Record, VolgaFeatureResponse};
+use oka_core::request::FeatureRequest;
+use oka_ingest::body::{BodySummary, RawBody, Rejection};
+use utoipa::OpenApi;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::Schema;
+
+use crate::error::{ErrorBody, ErrorDetail};
+use crate::openapi::{ApiKeys, render, to_json};
+
+/// The serving port's document.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Oka: serving port",
+        version = env!("CARGO_PKG_VERSION"),
+        description = "Oka's feature API (default port 1122): feature requests in Oka's form (`POST /v1/features`) and Volga's (`/on_demand_compute`), the registry, and ingest. docs/api.md explains every field and error. Every route first checks the API key (when keys are configured), then reads the body (`--max-body-bytes`, `--body-read-timeout-ms`), then admits the request (`--max-in-flight-requests`). An unknown path is a `404 not_found` and a known path with another method a `405 method_not_allowed` (with `Allow`), both with the JSON error body.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    servers((url = "http://127.0.0.1:1122", description = "A local `oka serve` (`--listen`).")),
+    paths(
+        super::post_features,
+        super::post_volga,
+        super::get_volga,
+        super::get_catalog,
+        super::post_ingest,
+    ),
+    components(schemas(
+        FeatureRequest, VolgaFeatureRequest, FeatureResponse, VolgaFeatureResponse, Record, KeyStatus,
+        ErrorBody, ErrorDetail, ErrorCode, RawBody, BodySummary, Rejection,
+        crate::catalog::Catalog,
+    )),
+    modifiers(&ApiKeys),
+    tags(
+        (name = "features", description = "Feature requests: read pipeline features, compute on-demand ones."),
+        (name = "volga", description = "Volga's on-demand routes and wire format, for Volga's clients."),
+        (name = "registry", description = "The loaded spec."),
+        (name = "ingest", description = "Writing pipeline records."),
+    ),
+)]
+struct ServingApi;
+
+/// The admin port's document.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "Oka: admin port",
+        version = env!("CARGO_PKG_VERSION"),
+        description = "Oka's admin port (default `127.0.0.1:9122`, `--admin-listen`): health, readiness, metrics, stats, reload, and the OpenAPI documents of both ports. Its reads need no API key. An unknown path is a `404 not_found` and a known path with another method a `405 method_not_allowed`, with the JSON error body.",
+        license(name = "Apache-2.0", identifier = "Apache-2.0"),
+    ),
+    servers((url = "http://127.0.0.1:9122", description = "A local `oka serve` (`--admin-listen`).")),
+    paths(
+        super::admin::healthz,
+        super::admin::readyz,
+        super::admin::metrics,
+        super::admin::stats,
+        super::admin::reload,
+        openapi_serving,
+        openapi_admin,
+    ),
+    components(schemas(ErrorBody, ErrorDetail, ErrorCode)),
+    modifiers(&ApiKeys),
+    tags(
+        (name = "health", description = "Liveness and readiness probes."),
+        (name = "metrics", description = "Prometheus metrics and Volga's `/stats`."),
+        (name = "admin", description = "Operations."),
+        (name = "openapi", description = "These documents."),
+    ),
+)]
+struct AdminApi;
+
+/// `FeatureRequest` as Volga's routes read it, where an unknown top-level field is
+/// ignored rather than refused: its schema, made from `FeatureRequest`'s.
+#[derive(Debug)]
+pub(super) struct VolgaFeatureRequest;
+
+impl utoipa::PartialSchema for VolgaFeatureRequest {
+    fn schema() -> RefOr<Schema> {
+        let mut schema = <FeatureRequest as utoipa::PartialSchema>::schema();
+        if let RefOr::T(Schema::Object(lenient)) = &mut schema {
+            lenient.additional_properties = None;
+            lenient.description = Some(
+                "A feature request as Volga's routes read it: the fields of `FeatureRequest`, where a top-level field Oka does not know is ignored (as Volga's server did).".to_owned(),
+            );
+        }
+        schema
+    }
+}
+
+impl utoipa::ToSchema for VolgaFeatureRequest {}
+
+static SERVING: LazyLock<String> = LazyLock::new(|| render(&to_json(&ServingApi::openapi())));
+static ADMIN: LazyLock<String> = LazyLock::new(|| render(&to_json(&AdminApi::openapi())));
+
+/// The serving port's OpenAPI document (`docs/openapi.json`).
+pub fn serving_document() -> &'static str {
+    &SERVING
+}
+
+/// The admin port's OpenAPI document (`docs/openapi-admin.json`).
+pub fn admin_document() -> &'static str {
+    &ADMIN
+}
+
+fn document(text: &'static str) -> Response {
+    let mut resp = Response::new(Body::from(text));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// `GET /openapi.json`.
+#[utoipa::path(get, path = "/openapi.json", tag = "openapi", operation_id = "openapi_serving",
+    summary = "The serving port's OpenAPI document",
+    description = "The OpenAPI 3.1 document of the serving port (feature requests, the registry, ingest): the text of `docs/openapi.json`.",
+    responses((status = 200, description = "The document.", content_type = "application/json", body = Object)))]
+pub(super) async fn openapi_serving() -> Response {
+    document(serving_document())
+}
+
+/// `GET /openapi-admin.json`.
+#[utoipa::path(get, path = "/openapi-admin.json", tag = "openapi", operation_id = "openapi_admin",
+    summary = "The admin port's OpenAPI document",
+    description = "The OpenAPI 3.1 document of the admin port (this document): the text of `docs/openapi-admin.json`.",
+    responses((status = 200, description = "The document.", content_type = "application/json", body = Object)))]
+pub(super) async fn openapi_admin() -> Response {
+    document(admin_document())
+}
