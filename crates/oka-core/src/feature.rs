@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::aggregate::AggregateUdf;
 use crate::cel_udf::CelUdf;
 use crate::entity::Entity;
-use crate::spec::MockSourceSpec;
+use crate::spec::{KafkaSourceSpec, MockSourceSpec};
 use crate::udf::NativeUdf;
 use crate::value::{FieldType, Value};
 
@@ -91,6 +91,25 @@ impl fmt::Debug for UdfImpl {
     }
 }
 
+/// A pipeline feature's source, as declared.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// Written by the server itself (and `oka source mock`).
+    Mock(MockSourceSpec),
+    /// Consumed from a Kafka topic by `oka source kafka`.
+    Kafka(KafkaSourceSpec),
+}
+
+impl Source {
+    /// Its kind as the spec names it: `mock` or `kafka`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Mock(_) => "mock",
+            Self::Kafka(_) => "kafka",
+        }
+    }
+}
+
 /// What a feature is.
 #[derive(Debug, Clone)]
 pub enum FeatureKind {
@@ -100,8 +119,8 @@ pub enum FeatureKind {
         history: usize,
         /// How long after its last write a key expires.
         ttl: Option<std::time::Duration>,
-        /// The mock source writing into it, if any.
-        source: Option<MockSourceSpec>,
+        /// The source writing into it, if any.
+        source: Option<Source>,
     },
     /// Computed at request time.
     OnDemand {

@@ -10,7 +10,7 @@ use crate::cel_udf::{self, Binding, CelUdf};
 use crate::entity::Entity;
 use crate::error::{SpecError, SpecErrors, did_you_mean};
 use crate::feature::{
-    Arg, DEFAULT_HISTORY, Dependency, Feature, FeatureId, FeatureKind, QueryKind, UdfImpl,
+    Arg, DEFAULT_HISTORY, Dependency, Feature, FeatureId, FeatureKind, QueryKind, Source, UdfImpl,
 };
 use crate::plan::{Plan, PlanCache};
 use crate::registry::Registry;
@@ -21,6 +21,7 @@ use crate::topo::topo_order;
 use crate::udf::NativeUdfs;
 use crate::value::FieldType;
 
+mod kafka;
 mod output;
 mod source;
 
@@ -204,7 +205,7 @@ impl Loader {
                         .ttl_s
                         .filter(|t| *t > 0.0 && t.is_finite())
                         .map(std::time::Duration::from_secs_f64),
-                    source: f.source.as_ref().map(|s| s.mock.clone()),
+                    source: f.source.as_ref().and_then(|s| self.source(name, s)),
                 },
                 FeatureKindSpec::OnDemand => {
                     let udf = OnDemandUdf {
@@ -218,16 +219,21 @@ impl Loader {
                     }
                 }
             };
-            if let FeatureKind::Pipeline {
-                source: Some(src), ..
-            } = &kind
-            {
-                self.check_source(
+            match &kind {
+                FeatureKind::Pipeline {
+                    source: Some(Source::Mock(src)),
+                    ..
+                } => self.check_source(
                     &format!("features.{name}.source.mock"),
                     src,
                     &entity,
                     cel_env,
-                );
+                ),
+                FeatureKind::Pipeline {
+                    source: Some(Source::Kafka(src)),
+                    ..
+                } => self.check_kafka(&format!("features.{name}.source.kafka"), src),
+                _ => {}
             }
             built[id] = Some(Feature {
                 id,

@@ -9,8 +9,12 @@ use serde::{Deserialize, Serialize};
 use crate::error::{SpecError, SpecErrors};
 use crate::value::FieldType;
 use de::{Either, NameOr, unique, unique_opt};
+pub use kafka::{
+    EventTimeSpec, KafkaBatchSpec, KafkaFormat, KafkaSourceSpec, OptionValue, StartSpec,
+};
 
 mod de;
+pub mod kafka;
 
 /// The spec's only supported version.
 pub const SPEC_VERSION: u32 = 1;
@@ -413,15 +417,20 @@ pub struct UdfSpec {
     pub native: Option<String>,
 }
 
-/// Where a pipeline feature's data comes from.
+/// Where a pipeline feature's data comes from: exactly one of the fields (the
+/// loader checks).
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a source such as `{mock: {period_s: 1, items: [...]}}`"
+    expecting = "a source such as `{mock: {period_s: 1, items: [...]}}` or `{kafka: {brokers: \"kafka:9092\", topic: clicks}}`"
 )]
 pub struct SourceSpec {
     /// A mock periodic source (Volga's `MockOnlineConnector.with_periodic_items`).
-    pub mock: MockSourceSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mock: Option<MockSourceSpec>,
+    /// A Kafka topic, consumed by `oka source kafka`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kafka: Option<KafkaSourceSpec>,
 }
 
 /// A mock source that writes its records every `period_s` with fresh event times.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oka_core::cel_udf::{self, CelError};
+use oka_core::feature::Source;
 use oka_core::registry::FeatureKind;
 use oka_core::spec::MockSourceSpec;
 use oka_core::{EntityKey, FeatureId, FieldType, Registry, Row, Timestamp, Value};
@@ -70,7 +71,8 @@ impl MockSource {
             .iter()
             .filter_map(|f| match &f.kind {
                 FeatureKind::Pipeline {
-                    source: Some(spec), ..
+                    source: Some(Source::Mock(spec)),
+                    ..
                 } => Some(Self {
                     feature: f.id,
                     spec: spec.clone(),

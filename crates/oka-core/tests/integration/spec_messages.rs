@@ -563,6 +563,84 @@ features:
 "##,
         r##"spec.yaml: features.f.udf.expr.amount: does not compile: a string that is never closed, at column 1 of `"abc`"##,
     ),
+    (
+        "source_mock_and_kafka",
+        r##"+    source:
+      mock: {items: [{user_id: a, amount: 1.0}]}
+      kafka: {topic: txns}
+"##,
+        r##"spec.yaml: features.txn.source: give exactly one of `mock` and `kafka`"##,
+    ),
+    (
+        "source_empty",
+        r##"+    source: {}
+"##,
+        r##"spec.yaml: features.txn.source: give exactly one of `mock` and `kafka`"##,
+    ),
+    (
+        "kafka_problems",
+        r##"+    source:
+      kafka:
+        brokers: kafka
+        topic: my txns
+        group: ""
+        dead_letter_topic: my txns
+        batch: {max_records: 0, max_wait_ms: 120000}
+        options: {group.id: g, enable.auto.commit: true, security.protocol: SASL_SSL}
+"##,
+        r##"spec.yaml: features.txn.source.kafka.brokers: `kafka` is not `host:port`: list the bootstrap servers as `host:port` separated by commas, such as `kafka-0:9092,kafka-1:9092`
+spec.yaml: features.txn.source.kafka.topic: `my txns` is not a Kafka topic name: use 1 to 249 letters, digits, `.`, `_` or `-`
+spec.yaml: features.txn.source.kafka.group: the consumer group may not be empty (leave `group` out for `oka-<feature>`)
+spec.yaml: features.txn.source.kafka.dead_letter_topic: `my txns` is not a Kafka topic name: use 1 to 249 letters, digits, `.`, `_` or `-`
+spec.yaml: features.txn.source.kafka.dead_letter_topic: the dead-letter topic is the topic read (`my txns`): its records would come back; name another topic
+spec.yaml: features.txn.source.kafka.batch.max_records: max_records must be between 1 and 100000
+spec.yaml: features.txn.source.kafka.batch.max_wait_ms: max_wait_ms must be at most 60000 (one minute)
+spec.yaml: features.txn.source.kafka.options: Oka sets `group.id` itself: give it as `group`
+spec.yaml: features.txn.source.kafka.options: Oka sets `enable.auto.commit` itself: it commits a batch's offsets only once the store has written the batch"##,
+    ),
+    (
+        "kafka_brokers_empty",
+        r##"+    source:
+      kafka: {brokers: " , ", topic: txns, dead_letter_topic: txns}
+"##,
+        r##"spec.yaml: features.txn.source.kafka.brokers: list the bootstrap servers as `host:port` separated by commas, such as `kafka-0:9092,kafka-1:9092` (or leave `brokers` out and give them to `oka source kafka --brokers`)
+spec.yaml: features.txn.source.kafka.dead_letter_topic: the dead-letter topic is the topic read (`txns`): its records would come back; name another topic"##,
+    ),
+    (
+        "kafka_unknown_field",
+        r##"+    source:
+      kafka: {brokers: "kafka:9092", topik: txns}
+"##,
+        r##"spec.yaml: features.txn.source.kafka: unknown field `topik` (did you mean `topic`?), expected one of `brokers`, `topic`, `group`, `format`, `event_time`, `start`, `batch`, `dead_letter_topic`, `options` at line 12 column 38"##,
+    ),
+    (
+        "kafka_format",
+        r##"+    source:
+      kafka: {topic: txns, format: avro}
+"##,
+        r##"spec.yaml: features.txn.source.kafka.format: unknown variant `avro`, expected `json` at line 12 column 36"##,
+    ),
+    (
+        "kafka_event_time",
+        r##"+    source:
+      kafka: {topic: txns, event_time: produce}
+"##,
+        r##"spec.yaml: features.txn.source.kafka.event_time: unknown variant `produce`, expected `field` or `kafka` at line 12 column 40"##,
+    ),
+    (
+        "kafka_option_value",
+        r##"+    source:
+      kafka: {topic: txns, options: {fetch.max.bytes: [1]}}
+"##,
+        r##"spec.yaml: features.txn.source.kafka.options.fetch.max.bytes: invalid type: a list, expected a string, number or bool such as `SASL_SSL` or `45000` at line 12 column 55"##,
+    ),
+    (
+        "kafka_batch_shape",
+        r##"+    source:
+      kafka: {topic: txns, batch: 500}
+"##,
+        r##"spec.yaml: features.txn.source.kafka.batch: invalid type: integer `500`, expected a batch such as `{max_records: 500, max_wait_ms: 100}` at line 12 column 35"##,
+    ),
 ];
 
 #[test]
