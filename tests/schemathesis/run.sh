@@ -5,8 +5,10 @@
 #   bash tests/schemathesis/run.sh target/debug/oka
 #
 # - Redis on a free loopback port (no persistence), loaded with the seed data by
-#   `oka ingest`; `oka serve --spec examples/seed/spec.yaml` on free loopback ports.
-#   Both are stopped by PID on exit.
+#   `oka ingest`; `oka serve` on free loopback ports with the seed spec
+#   (examples/seed/spec.yaml) plus features.yaml's features (a chained feature, a
+#   range aggregate, a last_n read, a UDF failing for one key). All stopped by PID
+#   on exit.
 # - Three runs, each of the phases examples, coverage and fuzzing, with the checks
 #   below, MAX_EXAMPLES (default 300) fuzzed cases per operation, every run bounded
 #   by `timeout` (one worker: Hypothesis's source inspection is not thread-safe on
@@ -74,7 +76,9 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 STORE="redis://127.0.0.1:$RPORT"
-SPEC=$ROOT/examples/seed/spec.yaml
+# The seed spec, and features.yaml's features for the fuzzer to reach.
+SPEC=$WORK/spec.yaml
+cat "$ROOT/examples/seed/spec.yaml" "$HERE/features.yaml" >"$SPEC"
 
 # The seed data: test-id-0 … test-id-999, value = the number.
 seq 0 999 | awk '{printf "{\"id\":\"test-id-%d\",\"value\":%d.0}\n",$1,$1}' >"$WORK/seed.jsonl"

@@ -19,7 +19,7 @@ import sys
 import urllib.request
 
 ARG_TYPES = {"float": "number", "int": "integer", "string": "string", "bool": "boolean"}
-KEY_VALUES = ["test-id-0", "test-id-1", "test-id-21", "test-id-999", "not-stored"]
+KEY_VALUES = ["test-id-0", "test-id-13", "test-id-21", "test-id-999", "not-stored"]
 
 
 def main() -> None:
@@ -73,7 +73,7 @@ def main() -> None:
             },
             "query_args": {
                 "type": "object",
-                "properties": {f: query_arg_map for f in pipelines},
+                "properties": {f: query_arg_map for f in names},
                 "additionalProperties": False,
             },
             "udf_args": udf_args,

@@ -37,6 +37,7 @@ pub struct FeatureInfo {
     /// The entity it holds or returns.
     pub entity: String,
     /// The spec's description, or `null`.
+    #[schema(required = true)]
     pub description: Option<String>,
     /// Pipeline or on-demand, and what that kind has.
     #[serde(flatten)]
@@ -53,9 +54,10 @@ pub enum KindInfo {
         /// Records of history kept per key.
         history: usize,
         /// Seconds after its last write a key expires, or `null`.
+        #[schema(required = true)]
         ttl_s: Option<f64>,
         /// `mock` when a mock source writes it, else `null`.
-        #[schema(value_type = Option<String>)]
+        #[schema(value_type = Option<String>, required = true)]
         source: Option<&'static str>,
     },
     /// Computed at request time.
@@ -97,7 +99,9 @@ pub struct ArgInfo {
     /// Its type.
     #[serde(rename = "type")]
     pub ty: String,
-    /// Its default, or `null` when it has none (then it is required).
+    /// Its default (a value of its type), or `null` when it has none (then it is
+    /// required).
+    #[schema(schema_with = arg_default, required = true)]
     pub default: Option<Json>,
 }
 
@@ -106,11 +110,23 @@ pub struct ArgInfo {
 #[serde(rename_all = "snake_case")]
 pub enum UdfInfo {
     /// CEL expressions: output field → expression.
+    #[schema(value_type = Object)]
     Expr(Json),
     /// A declared aggregation over a window, as in the spec.
+    #[schema(value_type = Object)]
     Aggregate(Json),
     /// A native Rust function, by its registered name.
     Native(String),
+}
+
+/// The schema of [`ArgInfo::default`]: any JSON value.
+fn arg_default() -> utoipa::openapi::Object {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::SchemaType::AnyValue)
+        .description(Some(
+            "Its default (a value of its type), or `null` when it has none (then it is required).",
+        ))
+        .build()
 }
 
 /// The catalog body.

@@ -26,7 +26,7 @@ use crate::openapi::{ApiKeys, render, to_json};
     info(
         title = "Oka: serving port",
         version = env!("CARGO_PKG_VERSION"),
-        description = "Oka's feature API (default port 1122): feature requests in Oka's form (`POST /v1/features`) and Volga's (`/on_demand_compute`), the registry, and ingest. docs/api.md explains every field and error. Every route first checks the API key (when keys are configured), then reads the body (`--max-body-bytes`, `--body-read-timeout-ms`), then admits the request (`--max-in-flight-requests`). An unknown path is a `404 not_found` and a known path with another method a `405 method_not_allowed` (with `Allow`), both with the JSON error body.",
+        description = "Oka's feature API (default port 1122): feature requests in Oka's form (`POST /v1/features`) and Volga's (`/on_demand_compute`), the registry, and ingest. docs/api.md explains every field and error. Every route first checks the API key (when keys are configured), then reads the body (`--max-body-bytes`, `--body-read-timeout-ms`), then admits the request (`--max-in-flight-requests`). An unknown path is a `404 not_found` and a known path with another method a `405 method_not_allowed` (with `Allow`), both with the JSON error body. Where a schema says `integer`, send a JSON integer literal: `2.0` is refused with a 400, although JSON Schema counts it as an integer.",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     servers((url = "http://127.0.0.1:1122", description = "A local `oka serve` (`--listen`).")),
