@@ -1120,3 +1120,36 @@ fn the_old_batches_in_flight_name_still_works_and_warns() {
     assert!(ok, "{stderr}");
     assert!(!stderr.contains("deprecated"), "{stderr}");
 }
+
+#[test]
+fn openapi_writes_the_documents_the_admin_port_serves() {
+    let dir = std::env::temp_dir().join(format!("oka-cli-openapi-{}", std::process::id()));
+    let out = Command::new(OKA)
+        .args(["openapi", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    for file in ["openapi.json", "openapi-admin.json"] {
+        let path = dir.join(file);
+        assert!(
+            stdout.contains(&format!("wrote {}", path.display())),
+            "{stdout}"
+        );
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(written.starts_with("{\n  \"openapi\": \"3.1.0\",") && written.ends_with("}\n"));
+        // What the repository commits (regenerated with `oka openapi`).
+        assert_eq!(
+            written,
+            std::fs::read_to_string(docs.join(file)).unwrap(),
+            "docs/{file} is stale: run `cargo run -p oka-cli -- openapi`"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
