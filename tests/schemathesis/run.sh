@@ -9,7 +9,7 @@
 #   (examples/seed/spec.yaml) plus features.yaml's features (a chained feature, a
 #   range aggregate, a last_n read, a UDF failing for one key). All stopped by PID
 #   on exit.
-# - Three runs, each of the phases examples, coverage and fuzzing, with the checks
+# - Four runs, each of the phases examples, coverage and fuzzing, with the checks
 #   below, MAX_EXAMPLES (default 300) fuzzed cases per operation, every run bounded
 #   by `timeout` (one worker: Hypothesis's source inspection is not thread-safe on
 #   Python 3.11 and failed a run with `--workers 2`):
@@ -30,7 +30,8 @@
 #   deadlines the fuzzer asks for; see hooks.py).
 # - The served documents must equal docs/openapi.json and docs/openapi-admin.json.
 #
-# The venv is target/schemathesis/venv (created once; pip runs again only when
+# Each run prints its random seed; SEED=N repeats it (MAX_EXAMPLES=N changes the
+# number of cases). The venv is target/schemathesis/venv (created once; pip runs again only when
 # requirements.txt changes). Reports (JUnit, NDJSON) go to target/schemathesis/.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -41,6 +42,7 @@ BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 MAX_EXAMPLES=${MAX_EXAMPLES:-300}
 WORK=$ROOT/target/schemathesis
 mkdir -p "$WORK"
+rm -rf "$WORK"/report-*
 
 VENV=$WORK/venv
 [[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
