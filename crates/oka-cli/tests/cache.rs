@@ -27,9 +27,9 @@ fn ingest(store: &str, lines: &str) {
     );
 }
 
-fn value(addr: std::net::SocketAddr) -> f64 {
-    let body = r#"{"target_features":["test_feature"],"keys":[{"id":"cached-1"}]}"#;
-    let (status, out) = http(addr, "POST", "/v1/features", body).unwrap();
+fn value(addr: std::net::SocketAddr, id: &str) -> f64 {
+    let body = format!(r#"{{"target_features":["test_feature"],"keys":[{{"id":"{id}"}}]}}"#);
+    let (status, out) = http(addr, "POST", "/v1/features", &body).unwrap();
     assert_eq!(status, 200, "{out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     v["results"]["test_feature"][0][0]["value"]
@@ -43,22 +43,27 @@ fn another_processs_write_reaches_a_tracking_cache() {
         return;
     };
     let store = format!("{}/9", url.trim_end_matches('/'));
-    ingest(
-        &store,
-        "{\"id\":\"cached-1\",\"value\":1.0,\"timestamp\":\"2026-01-01T00:00:00Z\"}\n",
+    // A key of its own per run: a Redis kept from an earlier run already holds the
+    // later record of a fixed key, which would then be served from the start.
+    let id = format!(
+        "cached-{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
     );
+    let record =
+        |v: f64, t: &str| format!("{{\"id\":\"{id}\",\"value\":{v:.1},\"timestamp\":\"{t}\"}}\n");
+    ingest(&store, &record(1.0, "2026-01-01T00:00:00Z"));
     let oka = start_oka(
         &["--spec", SEED, "--store", &store, "--cache", "tracking"],
         None,
     );
-    assert_eq!(value(oka.addr), 1.0);
-    assert_eq!(value(oka.addr), 1.0);
-    ingest(
-        &store,
-        "{\"id\":\"cached-1\",\"value\":2.0,\"timestamp\":\"2026-01-01T00:00:01Z\"}\n",
-    );
+    assert_eq!(value(oka.addr, &id), 1.0);
+    assert_eq!(value(oka.addr, &id), 1.0);
+    ingest(&store, &record(2.0, "2026-01-01T00:00:01Z"));
     let t = Instant::now();
-    while value(oka.addr) != 2.0 {
+    while value(oka.addr, &id) != 2.0 {
         assert!(
             t.elapsed() < Duration::from_secs(3),
             "the cached 1.0 still served"
