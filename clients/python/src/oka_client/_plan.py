@@ -190,7 +190,10 @@ def _key_objects(keys: Sequence[Key], where: str) -> List[Dict[str, Any]]:
     out = []
     for i, k in enumerate(keys):
         if not isinstance(k, Mapping):
-            raise TypeError(f"{where}[{i}] is a key object (a mapping such as {{'id': 'user-1'}}), not {type(k).__name__}")
+            raise TypeError(
+                f"{where}[{i}] is a key object (a mapping such as {{'id': 'user-1'}}), "
+                f"not {type(k).__name__}"
+            )
         out.append(dict(k))
     return out
 
