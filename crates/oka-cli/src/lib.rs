@@ -11,6 +11,7 @@
 //! - [`stores`]: store URLs → backends (the only place concrete backends are named).
 //! - [`init`]: `oka init DIR`, a small runnable project.
 //! - [`ingest`]: `oka ingest`; `load`: the spec and API keys, at start and on reload.
+//! - `kafka`: `oka source kafka`, the Kafka sources' consumers (`oka-kafka`).
 //! - `migrate`: `oka migrate volga`, a resumable copy of a Volga deployment's Redis data.
 //! - `logs`: the `OKA_LOG` filter and log format; `serve_args`: `oka serve`'s flags.
 //! - `demo.yaml`: the spec served by `oka serve --demo`.
@@ -18,6 +19,7 @@
 mod help;
 pub mod ingest;
 pub mod init;
+mod kafka;
 mod load;
 mod logs;
 mod migrate;
@@ -137,6 +139,10 @@ enum SourceCommand {
         #[command(flatten)]
         writer: ingest::WriterArgs,
     },
+    /// Consume the spec's Kafka sources (`source: {kafka: …}`) into the store, at
+    /// least once, until SIGTERM or SIGINT; `/metrics`, `/healthz` and `/readyz`
+    /// on the admin port.
+    Kafka(kafka::KafkaArgs),
 }
 
 /// Runs the CLI with `natives` available to specs; returns the exit code.
@@ -181,6 +187,7 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             store,
             writer,
         }) => mock_source(&spec, once, &store, &writer, &natives),
+        Command::Source(SourceCommand::Kafka(args)) => kafka::run(&args, &natives),
         Command::Migrate(MigrateCommand::Volga(args)) => {
             logs::init(LogFormat::Text);
             let all = migrate::run(&args, &natives)?;

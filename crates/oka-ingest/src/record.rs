@@ -112,6 +112,17 @@ impl<'e> RecordParser<'e> {
     /// bounds are errors. Anything but exactly one JSON object (with surrounding
     /// whitespace) is an error starting `not a JSON object:`.
     pub fn parse_json(&self, text: &[u8]) -> Result<(EntityKey, Row), RecordError> {
+        self.parse_json_at(text, self.now)
+    }
+
+    /// As [`parse_json`](Self::parse_json), with `default_time` as the event
+    /// time of a record without one (a Kafka message's timestamp, say); the
+    /// bounds are still those of the parser's `now`.
+    pub fn parse_json_at(
+        &self,
+        text: &[u8],
+        default_time: Timestamp,
+    ) -> Result<(EntityKey, Row), RecordError> {
         let mut de = serde_json::Deserializer::from_slice(text);
         let mut unknown = None;
         let slots = RowSeed {
@@ -127,7 +138,7 @@ impl<'e> RecordParser<'e> {
                 field: printable(&name).into_owned(),
             });
         }
-        self.finish(slots)
+        self.finish(slots, default_time)
     }
 
     /// Parses the cells of one CSV record; `header[i]` is the column index of
@@ -158,12 +169,16 @@ impl<'e> RecordParser<'e> {
             };
             *slot = Some(cell_value(&column.ty, cell));
         }
-        self.finish(slots)
+        self.finish(slots, self.now)
     }
 
     /// Resolves the slots into columns (required keys, the default event time),
     /// checks the bounds, and encodes the key.
-    fn finish(&self, slots: Slots) -> Result<(EntityKey, Row), RecordError> {
+    fn finish(
+        &self,
+        slots: Slots,
+        default_time: Timestamp,
+    ) -> Result<(EntityKey, Row), RecordError> {
         let mut columns = Vec::with_capacity(slots.len());
         for (i, (column, slot)) in self.entity.columns.iter().zip(slots).enumerate() {
             let value = match slot {
@@ -174,7 +189,7 @@ impl<'e> RecordParser<'e> {
                         printable(&column.name).into_owned(),
                     ));
                 }
-                _ if i == self.entity.timestamp_index => Value::Timestamp(self.now),
+                _ if i == self.entity.timestamp_index => Value::Timestamp(default_time),
                 _ => Value::Null,
             };
             columns.push(value);
@@ -538,6 +553,27 @@ features:
 
     fn json_err(e: &Entity, text: &str) -> String {
         json(e, text).unwrap_err()
+    }
+
+    #[test]
+    fn a_default_time_stamps_records_without_one_and_keeps_the_bounds() {
+        let e = entity("E");
+        let p = parser(&e);
+        let earlier = Timestamp(NOW.0 - 60_000_000);
+        let (_, row) = p.parse_json_at(br#"{"id": "a"}"#, earlier).unwrap();
+        assert_eq!(row.event_time, earlier);
+        assert_eq!(row.columns[e.timestamp_index], Value::Timestamp(earlier));
+        let (_, row) = p
+            .parse_json_at(br#"{"id": "a", "ts": 1}"#, earlier)
+            .unwrap();
+        assert_eq!(
+            row.event_time,
+            Timestamp(1_000_000),
+            "the record's own wins"
+        );
+        let ahead = Timestamp(NOW.0 + 3_600_000_000);
+        let err = p.parse_json_at(br#"{"id": "a"}"#, ahead).unwrap_err();
+        assert!(matches!(err, RecordError::TooFarAhead { .. }), "{err}");
     }
 
     /// The reference decoding of a JSON record (a `serde_json` tree, field by

@@ -1,0 +1,110 @@
+//! Writing one batch: its records through the write path until the store takes
+//! them (the write path retries transient errors briefly; after that the batch
+//! is tried again with a growing wait, for as long as it takes), and its
+//! rejected messages to the dead-letter topic, side by side.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use oka_core::{FeatureId, Registry};
+use oka_ingest::WritePath;
+use tokio::time::Instant;
+use tracing::warn;
+
+use crate::batch::{Batch, Span};
+use crate::dead_letter::DeadLetters;
+use crate::metrics::FeatureMetrics;
+
+/// What a written batch tells the consumer.
+#[derive(Debug)]
+pub struct Written {
+    /// The batch's number.
+    pub seq: u64,
+    /// Per partition: where its messages end.
+    pub spans: BTreeMap<i32, Span>,
+    /// Messages in it.
+    pub messages: usize,
+    /// Records written.
+    pub records: usize,
+    /// Each record's Kafka timestamp (ms).
+    pub kafka_ms: Vec<i64>,
+    /// From the hand-over to the store's acknowledgement.
+    pub elapsed: Duration,
+}
+
+/// Where and how a batch is written.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The write path.
+    pub writer: WritePath,
+    /// The registry the feature is in.
+    pub registry: Arc<Registry>,
+    /// The feature.
+    pub feature: FeatureId,
+    /// Its name, for logs.
+    pub name: Arc<str>,
+    /// The dead-letter topic's producer, if any.
+    pub dead_letters: Option<Arc<DeadLetters>>,
+    /// The feature's metrics.
+    pub metrics: FeatureMetrics,
+    /// The first wait before another attempt.
+    pub retry_base: Duration,
+    /// The longest wait between attempts.
+    pub retry_max: Duration,
+}
+
+/// Writes `batch` and its dead letters; returns once both are done.
+pub async fn write(target: Target, batch: Batch) -> Written {
+    let started = Instant::now();
+    let Batch {
+        seq,
+        rows,
+        kafka_ms,
+        rejected,
+        spans,
+        messages,
+        ..
+    } = batch;
+    let records = rows.len();
+    let letters = async {
+        if let Some(d) = &target.dead_letters {
+            for r in &rejected {
+                target.metrics.dead_letter(d.send(r).await);
+            }
+        }
+    };
+    let store = async {
+        let mut wait = target.retry_base;
+        while !rows.is_empty() {
+            match target
+                .writer
+                .write(&target.registry, target.feature, rows.clone())
+                .await
+            {
+                Ok(()) => break,
+                Err(e) => {
+                    target.metrics.store_retry();
+                    warn!(
+                        feature = %target.name,
+                        records,
+                        error = %e,
+                        retry_in_ms = wait.as_millis() as u64,
+                        "the store did not take a batch; writing it again (fetching pauses while batches wait; nothing is committed until the store takes them)"
+                    );
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(target.retry_max);
+                }
+            }
+        }
+    };
+    tokio::join!(store, letters);
+    Written {
+        seq,
+        spans,
+        messages,
+        records,
+        kafka_ms,
+        elapsed: started.elapsed(),
+    }
+}
