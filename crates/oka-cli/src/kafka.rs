@@ -33,6 +33,11 @@ pub struct KafkaArgs {
     /// source's `brokers`.
     #[arg(long, env = "OKA_KAFKA_BROKERS")]
     pub brokers: Option<String>,
+    /// A librdkafka setting for every source, `KEY=VALUE`, over the spec's
+    /// `options` (repeatable): credentials that do not belong in a spec file,
+    /// e.g. `--kafka-option sasl.password=$KAFKA_PASSWORD`.
+    #[arg(long = "kafka-option", value_name = "KEY=VALUE", value_parser = kafka_option)]
+    pub kafka_options: Vec<(String, String)>,
     /// The admin port: `/metrics`, `/healthz`, `/readyz`.
     #[arg(long, env = "OKA_ADMIN_LISTEN", default_value = "127.0.0.1:9123")]
     pub admin_listen: SocketAddr,
@@ -70,6 +75,7 @@ impl KafkaArgs {
     fn options(&self) -> RunOptions {
         RunOptions {
             brokers: self.brokers.clone(),
+            options: self.kafka_options.clone(),
             client_id: self.client_id.clone(),
             in_flight: usize::from(self.in_flight),
             retry_max: Duration::from_millis(self.retry_max_ms.max(1)),
@@ -81,6 +87,32 @@ impl KafkaArgs {
             ..RunOptions::default()
         }
     }
+}
+
+/// A `--kafka-option` that is not `KEY=VALUE`, or sets what Oka sets itself.
+#[derive(Debug, thiserror::Error)]
+enum BadOption {
+    #[error("`{0}`: give KEY=VALUE, e.g. sasl.password=secret")]
+    Shape(String),
+    #[error(
+        "Oka sets `{0}` itself (give the brokers with --brokers, the group and start in the spec)"
+    )]
+    Reserved(String),
+}
+
+fn kafka_option(text: &str) -> Result<(String, String), BadOption> {
+    let (k, v) = text
+        .split_once('=')
+        .filter(|(k, _)| !k.trim().is_empty())
+        .ok_or_else(|| BadOption::Shape(text.to_owned()))?;
+    let k = k.trim();
+    if oka_core::spec::kafka::RESERVED_OPTIONS
+        .iter()
+        .any(|(name, _)| *name == k)
+    {
+        return Err(BadOption::Reserved(k.to_owned()));
+    }
+    Ok((k.to_owned(), v.to_owned()))
 }
 
 /// The Kafka sources of `registry` to run: all, or `feature`'s.

@@ -282,9 +282,12 @@ fn a_rebalance_between_two_consumers_loses_nothing() {
 
 #[test]
 fn oka_serve_serves_a_kafka_spec_without_kafka() {
-    let spec = spec("clicks", "g", ", brokers: \"127.0.0.1:1\"");
-    let oka = start_oka(&["--spec", spec.to_str().unwrap()], None);
-    let body = r#"{"target_features":["clicks"],"keys":[{"id":"k0"}]}"#;
+    let spec = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/kafka/spec.yaml"
+    );
+    let oka = start_oka(&["--spec", spec], None);
+    let body = r#"{"target_features":["clicks"],"keys":[{"user_id":"u1"}]}"#;
     let (status, text) = http(oka.addr, "POST", "/v1/features", body).unwrap();
     assert_eq!(status, 200, "{text}");
     assert!(
@@ -325,6 +328,18 @@ fn oka_source_kafka_says_what_is_missing() {
     let e = run(&typo, &["--brokers", "127.0.0.1:1"]);
     assert!(
         e.contains("feature `clicks`: the Kafka consumer could not be created: `fetch.max.byte` = `1`: No such configuration property"),
+        "{e}"
+    );
+    let e = run(&plain, &["--kafka-option", "group.id=x"]);
+    assert!(e.contains("Oka sets `group.id` itself"), "{e}");
+    let e = run(&plain, &["--kafka-option", "sasl.password"]);
+    assert!(e.contains("`sasl.password`: give KEY=VALUE"), "{e}");
+    let e = run(
+        &plain,
+        &["--brokers", "127.0.0.1:1", "--kafka-option", "no.such=1"],
+    );
+    assert!(
+        e.contains("`no.such` = `1`: No such configuration property"),
         "{e}"
     );
     let none = tmp_file(

@@ -65,8 +65,17 @@ impl KafkaSource {
         }
     }
 
-    /// The consumer's settings: the spec's `options` over Oka's defaults, then
-    /// what Oka sets itself.
+    /// The spec's `options`, then the command line's (which win).
+    fn options<'a>(&'a self, opts: &'a RunOptions) -> impl Iterator<Item = (&'a str, &'a str)> {
+        self.spec
+            .options
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.0.as_str()))
+            .chain(opts.options.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+    }
+
+    /// The consumer's settings: the spec's `options` (then the command line's)
+    /// over Oka's defaults, then what Oka sets itself.
     pub fn consumer_config(&self, opts: &RunOptions) -> Result<ClientConfig, KafkaSourceError> {
         let mut c = ClientConfig::new();
         c.set("queued.max.messages.kbytes", QUEUED_KBYTES)
@@ -75,8 +84,8 @@ impl KafkaSource {
                 opts.stats_interval.as_millis().to_string(),
             )
             .set("client.id", format!("{}-{}", opts.client_id, self.name));
-        for (k, v) in &self.spec.options {
-            c.set(k, &v.0);
+        for (k, v) in self.options(opts) {
+            c.set(k, v);
         }
         c.set("bootstrap.servers", self.brokers(opts.brokers.as_deref())?)
             .set("group.id", self.spec.group_or_default(&self.name))
@@ -96,9 +105,9 @@ impl KafkaSource {
                 "message.timeout.ms",
                 crate::dead_letter::DELIVERY_TIMEOUT.as_millis().to_string(),
             );
-        for (k, v) in &self.spec.options {
+        for (k, v) in self.options(opts) {
             if !CONSUMER_ONLY.iter().any(|p| k.starts_with(p)) {
-                c.set(k, &v.0);
+                c.set(k, v);
             }
         }
         c.set("bootstrap.servers", self.brokers(opts.brokers.as_deref())?);
@@ -127,6 +136,9 @@ const CONSUMER_ONLY: [&str; 12] = [
 pub struct RunOptions {
     /// Bootstrap servers overriding every source's `brokers`.
     pub brokers: Option<String>,
+    /// librdkafka settings for every source, over the spec's `options`
+    /// (credentials that do not belong in a spec, say).
+    pub options: Vec<(String, String)>,
     /// The prefix of each client's `client.id` (`<prefix>-<feature>`).
     pub client_id: String,
     /// Batches of one source being written at once; when all are busy and the
@@ -149,6 +161,7 @@ impl Default for RunOptions {
     fn default() -> Self {
         Self {
             brokers: None,
+            options: Vec::new(),
             client_id: "oka".to_owned(),
             in_flight: 2,
             retry_base: Duration::from_millis(500),
@@ -186,6 +199,7 @@ mod tests {
         assert_eq!(c.get("queued.max.messages.kbytes"), Some("99"));
         let over = RunOptions {
             brokers: Some("a:2,b:3".into()),
+            options: vec![("security.protocol".into(), "SASL_SSL".into())],
             ..RunOptions::default()
         };
         assert_eq!(
@@ -195,7 +209,11 @@ mod tests {
             Some("a:2,b:3")
         );
         let p = s[0].producer_config(&over).unwrap();
-        assert_eq!(p.get("security.protocol"), Some("SSL"));
+        assert_eq!(
+            p.get("security.protocol"),
+            Some("SASL_SSL"),
+            "the command line wins"
+        );
         assert_eq!(p.get("queued.max.messages.kbytes"), None);
     }
 
