@@ -399,6 +399,53 @@ def assert_full_extras(r: Render):
     assert len(nps) == 1 and {p["ports"][0]["port"] for p in nps[0]["spec"]["ingress"]} == {"http", "admin"}
 
 
+def assert_kafka_source(r: Render):
+    server = r.named("Deployment", "oka")
+    dep = r.named("Deployment", "oka-kafka-source")
+    assert dep["spec"]["replicas"] == 3, dep["spec"].get("replicas")
+    roll = dep["spec"]["strategy"]["rollingUpdate"]
+    assert (roll["maxSurge"], roll["maxUnavailable"]) == (0, 1), f"one consumer at a time: {roll}"
+    pod = dep["spec"]["template"]["spec"]
+    c = container(pod, "kafka-source")
+    args = c["args"]
+    assert args[:2] == ["source", "kafka"], args
+    opts = [args[i + 1] for i, a in enumerate(args) if a == "--kafka-option"]
+    for want in ("security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512", "sasl.username=oka",
+                 "sasl.password=$(OKA_KAFKA_SECRET_OPTION_0)"):
+        assert want in opts, f"--kafka-option {want} missing: {opts}"
+    env = env_of(c)
+    secret = env["OKA_KAFKA_SECRET_OPTION_0"]["secretKeyRef"]
+    assert (secret["name"], secret["key"]) == ("kafka-credentials", "password"), secret
+    assert env["OKA_KAFKA_BROKERS"] == "kafka-0.kafka:9092,kafka-1.kafka:9092"
+    sc = container(server["spec"]["template"]["spec"], "oka")
+    senv = env_of(sc)
+    for k in ("OKA_SPEC", "OKA_STORE", "OKA_STORE_KEY_PREFIX", "REDIS_PASSWORD"):
+        assert env[k] == senv[k], f"{k}: the consumer has {env[k]!r}, the server {senv[k]!r}"
+    spec_vol = lambda p: [v["configMap"]["name"] for v in p["volumes"] if v["name"] == "spec"]
+    assert spec_vol(pod) == spec_vol(server["spec"]["template"]["spec"]), "not the server's spec ConfigMap"
+    assert env["OKA_ADMIN_LISTEN"].endswith(":9123")
+    port = [p for p in c["ports"] if p["name"] == "admin"][0]["containerPort"]
+    assert port == 9123
+    assert c["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "admin"}
+    assert c["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "admin"}
+    assert pod["terminationGracePeriodSeconds"] == int(env["OKA_SHUTDOWN_TIMEOUT_S"]) + 10
+    assert [i["name"] for i in pod.get("initContainers", [])] == ["wait-for-redis"]
+    pod_labels = dep["spec"]["template"]["metadata"]["labels"]
+    svc = r.named("Service", "oka-kafka-source")
+    assert labels_match(svc["spec"]["selector"], pod_labels), "the admin Service does not select the consumers"
+    assert not labels_match(svc["spec"]["selector"], server["spec"]["template"]["metadata"]["labels"]), \
+        "the consumers' Service selects the server"
+    sm = r.named("ServiceMonitor", "oka-kafka-source")
+    assert labels_match(sm["spec"]["selector"]["matchLabels"], svc["metadata"]["labels"])
+    assert sm["spec"]["endpoints"][0]["port"] == "admin" and sm["spec"]["endpoints"][0]["path"] == "/metrics"
+    np = r.named("NetworkPolicy", "oka-kafka-source")
+    assert labels_match(np["spec"]["podSelector"]["matchLabels"], pod_labels)
+    assert [p["port"] for rule in np["spec"]["ingress"] for p in rule["ports"]] == ["admin"]
+    redis_np = r.named("NetworkPolicy", "oka-redis")
+    peers = [f["podSelector"]["matchLabels"] for rule in redis_np["spec"]["ingress"] for f in rule["from"]]
+    assert any(labels_match(p, pod_labels) for p in peers), "the bundled Redis does not let the consumers in"
+
+
 def metric_names_documented():
     text = open(os.path.join(ROOT, "docs", "metrics.md")).read()
     return {re.sub(r"_(bucket|sum|count)$", "", m) for m in re.findall(r"`(oka_[a-z_]+)`", text)}
@@ -951,6 +998,7 @@ def main() -> int:
         "auth": ["-f", os.path.join(OKA, "ci", "auth-values.yaml")],
         "existing": ["-f", os.path.join(OKA, "ci", "existing-values.yaml")],
         "eks": ["-f", os.path.join(EKS, "oka-values.yaml")],
+        "kafka": ["-f", os.path.join(OKA, "ci", "kafka-values.yaml")],
     }
     eks_run = os.path.join(LOCUST, "ci", "eks-run-values.yaml")
     locust_cases = {
@@ -1019,6 +1067,10 @@ def main() -> int:
     C.check("oka/eks: ALB Ingress (internet-facing, target-type ip, /readyz on the admin port, "
             "idle timeout, deregistration < preStop), pinned, one pod per node",
             lambda: assert_eks(*has("oka/eks"), eks_values))
+    C.check("oka/kafka: `oka source kafka` Deployment (3 consumers, one at a time) from the server's spec "
+            "ConfigMap and store, options and a Secret option as --kafka-option, probes, grace; its admin "
+            "Service, ServiceMonitor and NetworkPolicy; the bundled Redis lets it in",
+            lambda: assert_kafka_source(*has("oka/kafka")))
     seed = C.check("oka/redis: seed hook Job writes test_feature into the same store",
                    lambda: assert_seed_job(*has("oka/redis"), 10000))
     C.check("oka/default: helm test pod runs files/test-request.sh against the Service",
@@ -1066,6 +1118,9 @@ def main() -> int:
         ("credentials inside store.url", OKA, ["--set", "store.url=redis://u:p@h:6379", "--set", "store.password=x"], "store.url"),
         ("an ALB deregistration delay not below preStop", OKA, ["-f", os.path.join(EKS, "oka-values.yaml"), "--set", "ingress.alb.deregistrationDelaySeconds=30"], "deregistration"),
         ("an unknown value (typo)", OKA, ["--set", "replicas=3"], "replicas"),
+        ("the Kafka consumer with the demo spec", OKA, ["--set", "kafkaSource.enabled=true"], "kafkaSource.enabled needs a spec"),
+        ("the Kafka consumer with the memory store", OKA, ["--set", "spec.demo=false", "--set", "kafkaSource.enabled=true"], "kafkaSource.enabled needs a shared store"),
+        ("a Kafka option that is not a string", OKA, ["-f", os.path.join(OKA, "ci", "kafka-values.yaml"), "--set-json", 'kafkaSource.options={"fetch.max.bytes":1048576}'], "fetch.max.bytes"),
         ("the Locust chart without the locust files", LOCUST, [], "--set-file locustFiles.locustfile=locust/locustfile.py"),
         ("an empty workload", LOCUST, SET_FILES + ["--set", "workload.content="], "--set-file workload.content="),
         ("a workload that is not a mapping", LOCUST, SET_FILES + ["--set-json", 'workload.content="[a, b]"'], "workload.content is not a YAML or JSON mapping"),
@@ -1092,8 +1147,8 @@ def main() -> int:
             "non-root USER, ENTRYPOINT [oka], HEALTHCHECK, .dockerignore", assert_dockerfile)
 
     # live checks against a local oka
-    C.check("live: oka validate of the rendered specs (chart spec, seed loader)",
-            lambda: live_validate_specs(binary, has("oka/redis")))
+    C.check("live: oka validate of the rendered specs (chart spec, seed loader, Kafka spec)",
+            lambda: live_validate_specs(binary, has("oka/redis", "oka/kafka")))
     C.check("live: the image's HEALTHCHECK command against oka serve (and failing with nothing listening)",
             lambda: live_healthcheck(binary))
     C.check("live: redis values end to end: password URL, seed Job, oka serve with the Deployment's env, helm test script",

@@ -211,6 +211,12 @@ app.kubernetes.io/component: {{ .component }}
 {{- if le (mul .Values.probes.readiness.timeoutSeconds 1000 | int) (.Values.store.timeoutMs | int) }}
 {{- fail (printf "probes.readiness.timeoutSeconds (%d s) must be longer than store.timeoutMs (%d ms): /readyz waits for the store" (.Values.probes.readiness.timeoutSeconds | int) (.Values.store.timeoutMs | int)) }}
 {{- end }}
+{{- if and .Values.kafkaSource.enabled .Values.spec.demo }}
+{{- fail "kafkaSource.enabled needs a spec with Kafka sources (spec.content or spec.existingConfigMap, spec.demo: false); the demo spec has none" }}
+{{- end }}
+{{- if and .Values.kafkaSource.enabled (include "oka.storeIsMemory" .) }}
+{{- fail "kafkaSource.enabled needs a shared store (store.url or redis.enabled): with memory:// the consumer would write into its own process" }}
+{{- end }}
 {{- if and .Values.ingress.enabled .Values.ingress.alb.enabled (ge (.Values.ingress.alb.deregistrationDelaySeconds | int) (.Values.lifecycle.preStopSleepSeconds | int)) }}
 {{- fail "ingress.alb.deregistrationDelaySeconds must be below lifecycle.preStopSleepSeconds, so the ALB has drained a pod before it gets SIGTERM" }}
 {{- end }}
