@@ -69,8 +69,9 @@ pub async fn write(target: Target, batch: Batch) -> Written {
     let records = rows.len();
     let letters = async {
         if let Some(d) = &target.dead_letters {
-            for r in &rejected {
-                target.metrics.dead_letter(d.send(r).await);
+            // All at once: the producer batches them, in order per partition.
+            for ok in futures::future::join_all(rejected.iter().map(|r| d.send(r))).await {
+                target.metrics.dead_letter(ok);
             }
         }
     };
