@@ -294,6 +294,17 @@ fn oka_serve_serves_a_kafka_spec_without_kafka() {
         text.contains(r#""statuses":{"clicks":["missing"]}"#),
         "{text}"
     );
+    // The registry names the kind of source that writes the feature.
+    let (status, text) = http(oka.addr, "GET", "/v1/features", "").unwrap();
+    assert_eq!(status, 200, "{text}");
+    let catalog: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let clicks = catalog["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "clicks")
+        .unwrap_or_else(|| panic!("no clicks in {text}"));
+    assert_eq!(clicks["source"], "kafka", "{text}");
 }
 
 #[test]

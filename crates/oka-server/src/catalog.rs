@@ -56,7 +56,7 @@ pub enum KindInfo {
         /// Seconds after its last write a key expires, or `null`.
         #[schema(required = true)]
         ttl_s: Option<f64>,
-        /// `mock` when a mock source writes it, else `null`.
+        /// The kind of source that writes it (`mock` or `kafka`), else `null`.
         #[schema(value_type = Option<String>, required = true)]
         source: Option<&'static str>,
     },
@@ -158,7 +158,7 @@ fn kind_info(registry: &Registry, f: &oka_core::Feature) -> KindInfo {
         } => KindInfo::Pipeline {
             history: *history,
             ttl_s: ttl.map(|t| t.as_secs_f64()),
-            source: source.as_ref().map(|_| "mock"),
+            source: source.as_ref().map(oka_core::feature::Source::name),
         },
         FeatureKind::OnDemand {
             dependencies,
