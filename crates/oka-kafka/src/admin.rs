@@ -2,12 +2,18 @@
 //! (the process is up) and `/readyz` (every consumer has joined its group).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use hyper::server::conn::http1;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::sync::Semaphore;
+use tracing::warn;
 
 use crate::context::Context;
 use crate::metrics::{KafkaMetrics, OPENMETRICS};
@@ -30,9 +36,53 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Serves the admin routes on `listener` until the process ends.
+/// Connections the admin port holds at once; beyond, a new one is closed at once.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// How long one admin connection may stay open (a scrape takes milliseconds; a
+/// Prometheus keep-alive connection is simply opened again).
+pub const CONNECTION_LIMIT: Duration = Duration::from_secs(30);
+
+/// Serves the admin routes on `listener` until the process ends: at most
+/// [`MAX_CONNECTIONS`] connections at once, each closed after [`CONNECTION_LIMIT`],
+/// so a client that connects and sends nothing cannot hold the port.
 pub async fn serve(listener: tokio::net::TcpListener, state: AdminState) -> std::io::Result<()> {
-    axum::serve(listener, router(state)).await
+    serve_bounded(listener, state, MAX_CONNECTIONS, CONNECTION_LIMIT).await
+}
+
+async fn serve_bounded(
+    listener: tokio::net::TcpListener,
+    state: AdminState,
+    max_connections: usize,
+    connection_limit: Duration,
+) -> std::io::Result<()> {
+    let app = router(state);
+    let slots = Arc::new(Semaphore::new(max_connections));
+    loop {
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors, or a connection reset before it was
+                // accepted: wait a moment rather than spin.
+                warn!(error = %e, "admin port: accepting a connection failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            warn!(
+                limit = max_connections,
+                "admin port: too many connections; closing a new one"
+            );
+            continue;
+        };
+        let service = TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            let _ = tokio::time::timeout(connection_limit, conn).await;
+            drop(slot);
+        });
+    }
 }
 
 async fn metrics(State(s): State<AdminState>) -> impl IntoResponse {
@@ -104,5 +154,53 @@ mod tests {
         let (status, body) = get(app, "/readyz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(body.contains("1 of 1"), "{body}");
+    }
+
+    /// Reads until the server closes the connection (or `within` passes).
+    async fn closed_within(stream: &mut tokio::net::TcpStream, within: Duration) -> bool {
+        use tokio::io::AsyncReadExt as _;
+        let mut buf = [0u8; 512];
+        let read = async {
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(_) => {}
+                }
+            }
+        };
+        tokio::time::timeout(within, read).await.is_ok()
+    }
+
+    #[tokio::test]
+    async fn idle_connections_are_capped_and_closed() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        use tokio::net::{TcpListener, TcpStream};
+        let partitions = Arc::new(Partitions::default());
+        let metrics = Arc::new(KafkaMetrics::new("memory", Arc::clone(&partitions)));
+        let state = AdminState {
+            metrics,
+            consumers: Vec::new(),
+        };
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limit = Duration::from_millis(300);
+        tokio::spawn(serve_bounded(listener, state, 2, limit));
+        // Two clients connect and send nothing: they hold both slots.
+        let mut a = TcpStream::connect(addr).await.unwrap();
+        let mut b = TcpStream::connect(addr).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // A third is closed at once.
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        assert!(closed_within(&mut c, Duration::from_millis(200)).await);
+        // The idle two are closed once their time is up, freeing the slots.
+        assert!(closed_within(&mut a, limit * 3).await);
+        assert!(closed_within(&mut b, limit * 3).await);
+        let mut d = TcpStream::connect(addr).await.unwrap();
+        d.write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        d.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     }
 }
