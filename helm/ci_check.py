@@ -4,7 +4,7 @@
 For every values file: `helm lint --strict`, `helm template`, each rendered object
 validated with kubernetes-validate (strict) against --kube-version, then assertions on
 the render: Guaranteed QoS with whole CPUs and one worker per CPU, probes on the right
-paths and ports, preStop and the termination grace against Oka's shutdown grace, the
+paths and ports, Oka's shutdown delay and grace against the termination grace, the
 ALB annotations of the EKS values, the bundled Redis only when enabled, the API keys
 Secret mounted when auth is on, the Locust chart's master/workers/locustfile ConfigMap
 and workload (a file as JSON, an existing ConfigMap, the registry),
@@ -223,13 +223,13 @@ def assert_oka_deployment(r: Render, expect_workers=None):
         assert port_number(c, g["port"]) == admin, f"{probe} port is not the admin port {admin}"
     assert c["readinessProbe"]["timeoutSeconds"] * 1000 > int(env["OKA_STORE_TIMEOUT_MS"]), \
         "readiness timeout is not longer than the store timeout"
-    # Shutdown: preStop sleep, then Oka's grace; the pod's grace period covers both.
-    cmd = c["lifecycle"]["preStop"]["exec"]["command"]
-    assert cmd[0] == "sleep", f"preStop {cmd}"
-    pre = int(cmd[1])
+    # Shutdown: Oka's drain delay, then its grace; the pod's grace period covers both
+    # (no preStop hook: Oka drains by itself).
+    assert "lifecycle" not in c, f"a lifecycle hook {c.get('lifecycle')}"
+    pre = int(env["OKA_SHUTDOWN_DELAY_S"])
     grace = int(env["OKA_SHUTDOWN_GRACE_S"])
     tgp = pod["terminationGracePeriodSeconds"]
-    assert pre > 0 and tgp >= pre + grace + 5, f"terminationGracePeriodSeconds {tgp} < preStop {pre} + grace {grace} + 5"
+    assert pre > 0 and tgp >= pre + grace + 5, f"terminationGracePeriodSeconds {tgp} < delay {pre} + grace {grace} + 5"
     # Pinning only with exclusive cores (Guaranteed, whole CPUs: checked above).
     assert env["OKA_PIN"] in ("true", "false")
     # Hardening.
@@ -360,8 +360,8 @@ def assert_eks(r: Render, values):
     assert a[p + "healthcheck-port"] == str(admin), f"health check port {a.get(p + 'healthcheck-port')} is not the admin port {admin}"
     assert re.fullmatch(r"idle_timeout\.timeout_seconds=\d+", a[p + "load-balancer-attributes"])
     m = re.fullmatch(r"deregistration_delay\.timeout_seconds=(\d+)", a[p + "target-group-attributes"])
-    pre = int(c["lifecycle"]["preStop"]["exec"]["command"][1])
-    assert m and int(m.group(1)) < pre, "the deregistration delay must be below the preStop sleep"
+    pre = int(env_of(c)["OKA_SHUTDOWN_DELAY_S"])
+    assert m and int(m.group(1)) < pre, "the deregistration delay must be below the shutdown delay"
     assert int(a[p + "healthcheck-timeout-seconds"]) * 1000 > int(env["OKA_STORE_TIMEOUT_MS"])
     backend = ing["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]
     svc = r.named("Service", backend["name"])
@@ -1036,7 +1036,7 @@ def main() -> int:
     # oka
     eks_values = yaml.safe_load(open(os.path.join(EKS, "oka-values.yaml")))
     for case, workers in (("default", 2), ("redis", 1), ("auth", 4), ("existing", 2), ("eks", eks_values["cpu"])):
-        C.check(f"oka/{case}: Guaranteed QoS, whole CPUs, OKA_WORKERS = CPUs ({workers}), probes, preStop/grace",
+        C.check(f"oka/{case}: Guaranteed QoS, whole CPUs, OKA_WORKERS = CPUs ({workers}), probes, delay/grace",
                 lambda c=case, w=workers: assert_oka_deployment(*has(f"oka/{c}"), expect_workers=w))
     C.check("oka/default: demo spec (--demo), memory store, no Redis, auth off",
             lambda: (assert_spec_source(*has("oka/default"), demo=True), assert_redis(R["oka/default"], False),
@@ -1065,7 +1065,7 @@ def main() -> int:
     C.check("oka/auth: HPA (CPU + Pods metric), PDB, ServiceMonitor on the admin Service, NetworkPolicy",
             lambda: assert_full_extras(*has("oka/auth")))
     C.check("oka/eks: ALB Ingress (internet-facing, target-type ip, /readyz on the admin port, "
-            "idle timeout, deregistration < preStop), pinned, one pod per node",
+            "idle timeout, deregistration < shutdown delay), pinned, one pod per node",
             lambda: assert_eks(*has("oka/eks"), eks_values))
     C.check("oka/kafka: `oka source kafka` Deployment (3 consumers, one at a time) from the server's spec "
             "ConfigMap and store, options and a Secret option as --kafka-option, probes, grace; its admin "
@@ -1111,12 +1111,12 @@ def main() -> int:
         ("image tag latest", OKA, ["--set", "image.tag=latest"], "tag"),
         ("auth without keys", OKA, ["--set", "auth.enabled=true"], "auth.apiKeys"),
         ("a short API key", OKA, ["--set", "auth.enabled=true", "--set-json", 'auth.apiKeys=[{"key":"short","scopes":["read"]}]'], "key"),
-        ("a grace period below preStop + shutdown grace", OKA, ["--set", "terminationGracePeriodSeconds=20"], "terminationGracePeriodSeconds"),
+        ("a grace period below shutdown delay + grace", OKA, ["--set", "terminationGracePeriodSeconds=20"], "terminationGracePeriodSeconds"),
         ("seed data with the memory store", OKA, ["--set", "seedData.enabled=true"], "seedData"),
         ("a readiness timeout not above the store timeout", OKA, ["--set", "probes.readiness.timeoutSeconds=1"], "readiness"),
         ("a password with URL-unsafe characters", OKA, ["--set", "redis.enabled=true", "--set", "store.password=p@ss/word"], "password"),
         ("credentials inside store.url", OKA, ["--set", "store.url=redis://u:p@h:6379", "--set", "store.password=x"], "store.url"),
-        ("an ALB deregistration delay not below preStop", OKA, ["-f", os.path.join(EKS, "oka-values.yaml"), "--set", "ingress.alb.deregistrationDelaySeconds=30"], "deregistration"),
+        ("an ALB deregistration delay not below the shutdown delay", OKA, ["-f", os.path.join(EKS, "oka-values.yaml"), "--set", "ingress.alb.deregistrationDelaySeconds=30"], "deregistration"),
         ("an unknown value (typo)", OKA, ["--set", "replicas=3"], "replicas"),
         ("the Kafka consumer with the demo spec", OKA, ["--set", "kafkaSource.enabled=true"], "kafkaSource.enabled needs a spec"),
         ("the Kafka consumer with the memory store", OKA, ["--set", "spec.demo=false", "--set", "kafkaSource.enabled=true"], "kafkaSource.enabled needs a shared store"),

@@ -300,7 +300,7 @@ fn mock_source(
         if !once {
             tokio::select! {
                 () = periodic => {},
-                () = shutdown_signal() => {},
+                _ = shutdown_signal() => {},
             }
         }
         anyhow::Ok(())
@@ -422,8 +422,9 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             )
         })?;
         reload_on_sighup(Arc::clone(&shared));
-        shutdown_signal().await;
-        info!(grace_s = args.shutdown_grace_s, "shutting down");
+        let signal = shutdown_signal().await;
+        drain(&running, signal, Duration::from_secs(args.shutdown_delay_s)).await;
+        info!(grace_s = args.shutdown_grace_s, "stopped accepting; finishing the requests received");
         sources.abort();
         let grace = Duration::from_secs(args.shutdown_grace_s);
         let report = tokio::task::spawn_blocking(move || running.shutdown(grace))
@@ -505,7 +506,7 @@ fn reload_on_sighup(shared: Arc<Shared>) {
     });
 }
 
-async fn shutdown_signal() {
+async fn shutdown_signal() -> StopSignal {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
     };
@@ -521,7 +522,35 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! {
-        () = ctrl_c => {},
-        () = term => {},
+        () = ctrl_c => StopSignal::Interrupt,
+        () = term => StopSignal::Terminate,
+    }
+}
+
+/// The signal that asked a command to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StopSignal {
+    /// SIGINT: a person at a terminal (Ctrl-C).
+    Interrupt,
+    /// SIGTERM: an orchestrator (Kubernetes, systemd).
+    Terminate,
+}
+
+/// The drain before `oka serve` stops accepting: `/readyz` fails and answers
+/// carry `connection: close` while everything is still served, for `delay` after
+/// SIGTERM, so load balancers and Kubernetes endpoints stop sending here first.
+/// Ctrl-C, or a second signal, skips (the rest of) it.
+async fn drain(running: &oka_server::runtime::Running, signal: StopSignal, delay: Duration) {
+    running.drain();
+    if signal == StopSignal::Interrupt || delay.is_zero() {
+        return;
+    }
+    info!(
+        delay_s = delay.as_secs(),
+        "SIGTERM: draining (/readyz answers 503, requests are still served) before closing the listeners; a second signal skips the wait"
+    );
+    tokio::select! {
+        () = tokio::time::sleep(delay) => {}
+        _ = shutdown_signal() => info!("second signal: closing the listeners now"),
     }
 }

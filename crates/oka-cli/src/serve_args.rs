@@ -126,7 +126,21 @@ pub struct ServeArgs {
     /// sooner is answered 429, a SIGHUP sooner waits its turn.
     #[arg(help_heading = "Reload and shutdown", long, env = "OKA_RELOAD_MIN_INTERVAL_MS", default_value_t = oka_server::state::DEFAULT_RELOAD_INTERVAL.as_millis() as u64)]
     pub reload_min_interval_ms: u64,
-    /// Seconds in-flight requests get to finish on SIGTERM/SIGINT.
+    /// Seconds `oka serve` keeps serving after SIGTERM with `/readyz` failing and
+    /// answers saying `connection: close`, before it closes its listeners, so
+    /// that load balancers and Kubernetes endpoints stop sending to it first
+    /// (longer than an ALB target group's deregistration delay). Ctrl-C (SIGINT)
+    /// and a second signal skip it.
+    #[arg(
+        help_heading = "Reload and shutdown",
+        long,
+        env = "OKA_SHUTDOWN_DELAY_S",
+        default_value_t = 5
+    )]
+    pub shutdown_delay_s: u64,
+    /// Seconds the requests received get to finish once the listeners are closed
+    /// (after `--shutdown-delay-s`); what is still being served then is cut,
+    /// logged, and the exit status is 1.
     #[arg(
         help_heading = "Reload and shutdown",
         long,

@@ -180,8 +180,6 @@ error_codes! {
     BodyTimeout = "body_timeout",
     /// Too many reloads: one is running, or the last was too recent.
     TooManyReloads = "too_many_reloads",
-    /// The server is shutting down and took no new work.
-    ShuttingDown = "shutting_down",
     /// The store cannot do what the request needs: it answers only `latest` reads
     /// and takes no writes (a Volga-layout store).
     UnsupportedByStore = "unsupported_by_store",

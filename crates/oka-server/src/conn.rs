@@ -16,23 +16,30 @@
 //! and `Tracked` tells it when a request is being served (no connection
 //! deadline then).
 //!
-//! On shutdown the connection is asked to finish gracefully: an idle connection,
-//! or one whose request head is still arriving, closes at once; a request being
-//! served is answered with `connection: close`. Complete requests the client sent
-//! behind it (pipelined) cannot be answered any more: they are reported, so the
-//! shutdown does not claim a clean finish.
+//! Shutdown comes in two steps ([`crate::runtime::Running`]). While the server
+//! drains, every answer carries `connection: close`, so keep-alive clients move
+//! to a new connection (through the load balancer, to another instance). Once it
+//! stops, a connection with nothing of a next request received closes at once;
+//! a request that has begun to arrive (in hyper's buffer or still in the socket)
+//! is read within its usual timeouts, served, and answered with `connection:
+//! close`. hyper's own graceful shutdown is not used: it would close a connection
+//! whose request head is received but not yet parsed. Complete requests a client
+//! pipelined behind the last one answered cannot be answered any more: they are
+//! reported, so the shutdown does not claim a clean finish.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::pin::{Pin, pin};
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum::http::HeaderValue;
+use axum::http::header::CONNECTION;
 use axum::response::Response;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
@@ -78,6 +85,9 @@ struct Phase {
     now: AtomicU8,
     /// Responses produced so far; a change re-arms the idle deadline.
     served: AtomicU64,
+    /// The server stopped: a connection with nothing of a next request received
+    /// ends (its reads see the end of the stream).
+    stopping: AtomicBool,
 }
 
 /// A socket whose reads fail with `TimedOut` once the current phase's deadline
@@ -93,6 +103,9 @@ pub struct Clocked {
     armed: u8,
     /// `served` when the idle deadline was armed.
     armed_at: u64,
+    /// `served` when bytes last arrived: equal to `served` now when some of the
+    /// next request has arrived.
+    received_at: Option<u64>,
     metrics: Arc<Metrics>,
 }
 
@@ -110,8 +123,19 @@ impl Clocked {
             timeouts,
             armed: HEAD,
             armed_at: 0,
+            received_at: None,
             metrics,
         }
+    }
+
+    /// Whether the socket holds bytes not read yet. Asked of the kernel: the
+    /// runtime learns of them only when its reactor next runs, which a busy
+    /// worker may not have let it do since they arrived.
+    fn bytes_waiting(&self) -> bool {
+        let mut byte = [std::mem::MaybeUninit::uninit(); 1];
+        socket2::SockRef::from(&self.inner)
+            .peek(&mut byte)
+            .is_ok_and(|n| n > 0)
     }
 
     fn arm(&mut self, phase: u8, after: Duration) {
@@ -130,6 +154,9 @@ impl AsyncRead for Clocked {
         let before = buf.filled().len();
         let pending = match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(result) => {
+                if buf.filled().len() > before {
+                    this.received_at = Some(this.phase.served.load(Ordering::Acquire));
+                }
                 if buf.filled().len() > before
                     && this
                         .phase
@@ -143,7 +170,17 @@ impl AsyncRead for Clocked {
             }
             Poll::Pending => Poll::Pending,
         };
-        match this.phase.now.load(Ordering::Acquire) {
+        let now = this.phase.now.load(Ordering::Acquire);
+        if now != SERVING
+            && this.phase.stopping.load(Ordering::Acquire)
+            && this.received_at != Some(this.phase.served.load(Ordering::Acquire))
+            && !this.bytes_waiting()
+        {
+            // Stopped, and nothing of a next request has arrived: end of stream,
+            // which hyper takes as the client closing an idle connection.
+            return Poll::Ready(Ok(()));
+        }
+        match now {
             SERVING => {
                 this.armed = SERVING;
                 return pending;
@@ -207,11 +244,13 @@ impl AsyncWrite for Clocked {
     }
 }
 
-/// The router as a hyper service that marks when a request is being served.
+/// The router as a hyper service that marks when a request is being served, and
+/// closes the connection after its answer once the server drains.
 #[derive(Debug, Clone)]
 struct Tracked {
     app: Router,
     phase: Arc<Phase>,
+    draining: Arc<AtomicBool>,
 }
 
 type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
@@ -224,9 +263,17 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         self.phase.now.store(SERVING, Ordering::Release);
         let phase = Arc::clone(&self.phase);
+        let draining = Arc::clone(&self.draining);
         let response = tower::ServiceExt::oneshot(self.app.clone(), req.map(Body::new));
         Box::pin(async move {
-            let response = response.await;
+            let mut response = response.await;
+            if let Ok(r) = &mut response
+                && draining.load(Ordering::Acquire)
+            {
+                // hyper closes the connection after an answer that says so.
+                r.headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
             phase.now.store(WAITING, Ordering::Release);
             phase.served.fetch_add(1, Ordering::AcqRel);
             response
@@ -241,18 +288,29 @@ pub struct Ended {
     pub unanswered: bool,
 }
 
+/// How the server's shutdown reaches a connection.
+#[derive(Debug, Clone)]
+pub struct Shutdown {
+    /// Set while the server drains: answers carry `connection: close`.
+    pub draining: Arc<AtomicBool>,
+    /// Turns true when the server stops: the connection finishes the request
+    /// that has begun to arrive, if any, and closes.
+    pub stop: watch::Receiver<bool>,
+}
+
 /// Serves one connection until the client closes it, a timeout closes it, or
-/// `stop` turns true and it finishes gracefully.
+/// the server stops and it finishes ([`Shutdown`]).
 pub async fn serve(
     stream: TcpStream,
     app: Router,
     timeouts: ConnTimeouts,
     metrics: Arc<Metrics>,
-    stop: watch::Receiver<bool>,
+    shutdown: Shutdown,
 ) -> Ended {
     let phase = Arc::new(Phase {
         now: AtomicU8::new(HEAD),
         served: AtomicU64::new(0),
+        stopping: AtomicBool::new(false),
     });
     let io = TokioIo::new(Clocked::new(stream, Arc::clone(&phase), timeouts, metrics));
     let mut conn = hyper::server::conn::http1::Builder::new()
@@ -264,29 +322,22 @@ pub async fn serve(
             Tracked {
                 app,
                 phase: Arc::clone(&phase),
+                draining: shutdown.draining,
             },
         );
-    let mut stop = pin!(crate::shutdown::stopped(stop));
+    let mut stop = pin!(crate::shutdown::stopped(shutdown.stop));
     let mut stopping = false;
     let result = std::future::poll_fn(|cx| {
         if !stopping && stop.as_mut().poll(cx).is_ready() {
             stopping = true;
-            // hyper closes an idle keep-alive connection at once, but waits for
-            // the first request of a new one: a connection that never had a
-            // request served has no answer in progress, so it closes here.
-            if phase.now.load(Ordering::Acquire) == HEAD
-                && phase.served.load(Ordering::Acquire) == 0
-            {
-                return Poll::Ready(None);
-            }
-            Pin::new(&mut conn).graceful_shutdown();
+            // Polled right after: an idle read sees the end of the stream now.
+            phase.stopping.store(true, Ordering::Release);
         }
-        conn.poll_without_shutdown(cx).map(Some)
+        conn.poll_without_shutdown(cx)
     })
     .await;
     match result {
-        None => Ended::default(),
-        Some(Ok(())) => {
+        Ok(()) => {
             let parts = conn.into_parts();
             let mut stream = parts.io.into_inner().inner;
             let unanswered = stopping && holds_a_request(&parts.read_buf, &stream);
@@ -296,7 +347,7 @@ pub async fn serve(
             let _ = stream.shutdown().await;
             Ended { unanswered }
         }
-        Some(Err(e)) => {
+        Err(e) => {
             debug!(error = %e, "connection ended with an error");
             Ended::default()
         }

@@ -69,9 +69,7 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
         ErrorCode::TooManyReloads => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::UnsupportedByStore => StatusCode::CONFLICT,
-        ErrorCode::Overloaded | ErrorCode::StoreUnavailable | ErrorCode::ShuttingDown => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        ErrorCode::Overloaded | ErrorCode::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::StoreTimeout | ErrorCode::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
         _ => StatusCode::INTERNAL_SERVER_ERROR,
     }
@@ -130,11 +128,11 @@ impl ApiError {
             resp.headers_mut()
                 .insert(name, HeaderValue::from_static(value));
         }
-        // The body may be partly unread (408, 413) or the server is going away:
-        // the connection cannot carry another request.
+        // The body may be partly unread (408, 413): the connection cannot carry
+        // another request.
         if matches!(
             self.code,
-            ErrorCode::BodyTimeout | ErrorCode::PayloadTooLarge | ErrorCode::ShuttingDown
+            ErrorCode::BodyTimeout | ErrorCode::PayloadTooLarge
         ) {
             resp.headers_mut()
                 .insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -206,18 +206,15 @@ pub enum Refusal {
     BodyTimeout,
     /// An ingest body beyond the ingest byte budget (503).
     IngestBudget,
-    /// A request whose body was still arriving at shutdown (503).
-    ShuttingDown,
 }
 
 impl Refusal {
-    const ALL: [Refusal; 6] = [
+    const ALL: [Refusal; 5] = [
         Refusal::ConnectionCap,
         Refusal::FdLimit,
         Refusal::BodyTooLarge,
         Refusal::BodyTimeout,
         Refusal::IngestBudget,
-        Refusal::ShuttingDown,
     ];
 
     fn label(self) -> &'static str {
@@ -227,7 +224,6 @@ impl Refusal {
             Self::BodyTooLarge => "body_too_large",
             Self::BodyTimeout => "body_timeout",
             Self::IngestBudget => "ingest_budget",
-            Self::ShuttingDown => "shutting_down",
         }
     }
 }

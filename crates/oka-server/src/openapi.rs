@@ -114,7 +114,7 @@ route_errors! {
     /// `POST /v1/features`: the gate (key, body, admission), the request's
     /// validation, the store and the deadline.
     FeatureErrors, text: false, [
-        Unauthenticated, Forbidden, PayloadTooLarge, BodyTimeout, ShuttingDown, Overloaded,
+        Unauthenticated, Forbidden, PayloadTooLarge, BodyTimeout, Overloaded,
         MalformedRequest, UnknownField, InvalidRequest, MissingKeys, InvalidKey,
         UnknownUdfArg, InvalidUdfArg, InvalidQueryArg, UnknownFeature, UnsupportedByStore,
         StoreUnavailable, StoreTimeout, DeadlineExceeded, Internal,
@@ -125,7 +125,7 @@ route_errors! {
     /// `POST /on_demand_compute`: as `/v1/features`, but unknown top-level fields
     /// are ignored, and errors are plain text unless JSON is asked for.
     VolgaPostErrors, text: true, [
-        Unauthenticated, Forbidden, PayloadTooLarge, BodyTimeout, ShuttingDown, Overloaded,
+        Unauthenticated, Forbidden, PayloadTooLarge, BodyTimeout, Overloaded,
         MalformedRequest, InvalidRequest, MissingKeys,
         UnknownUdfArg, InvalidUdfArg, InvalidQueryArg, UnknownFeature, UnsupportedByStore,
         StoreUnavailable, StoreTimeout, DeadlineExceeded, Internal,
@@ -151,7 +151,7 @@ route_errors! {
     /// `POST /v1/ingest`: the gate (key, body, the ingest budget, admission), the
     /// body's shape and feature, the store.
     IngestErrors, text: false, [
-        Unauthenticated, Forbidden, PayloadTooLarge, BodyTimeout, ShuttingDown, Overloaded,
+        Unauthenticated, Forbidden, PayloadTooLarge, BodyTimeout, Overloaded,
         MalformedRequest, UnknownField, InvalidRequest, UnknownFeature, UnsupportedByStore,
         StoreUnavailable, StoreTimeout, Internal,
     ]

@@ -8,11 +8,16 @@
 //! counts, answers the waiting connection 503 with a spare descriptor, and goes on
 //! once descriptors free up), and on shutdown closes its listener and waits for its
 //! connections to finish ([`crate::conn`]).
+//!
+//! Shutdown is a drain ([`Running::drain`], then [`Running::shutdown`]): first
+//! `/readyz` fails and answers say `connection: close` while everything is still
+//! served, so load balancers take the instance out; then the listeners close and
+//! every request that has begun to arrive is served within the grace period.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -106,6 +111,9 @@ pub struct Running {
 pub struct Shutdown {
     /// Every worker finished within the grace period.
     pub in_time: bool,
+    /// Connections still serving a request at the end of the grace period (cut
+    /// when the process exits).
+    pub cut: u64,
     /// Connections closed with complete requests on them unanswered.
     pub unanswered: u64,
     /// Queued ingest batches were all written.
@@ -124,7 +132,10 @@ impl std::fmt::Display for Shutdown {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let mut problems = Vec::new();
         if !self.in_time {
-            problems.push("in-flight requests outlived the grace period".to_owned());
+            problems.push(format!(
+                "{} connection(s) still serving a request at the end of the grace period were cut",
+                self.cut
+            ));
         }
         if self.unanswered > 0 {
             problems.push(format!(
@@ -144,16 +155,27 @@ impl std::fmt::Display for Shutdown {
 }
 
 impl Running {
-    /// Graceful shutdown: `/readyz` turns false and request bodies still arriving
-    /// are cut short (503); the workers stop accepting, close idle connections and
-    /// finish the requests they are serving, for up to `grace`; queued ingest
-    /// batches are written; then the admin server stops.
+    /// The first step of a shutdown: `/readyz` answers 503 (load balancers stop
+    /// sending) and every answer carries `connection: close` (keep-alive clients
+    /// reconnect, through the balancer, elsewhere), while everything is served as
+    /// before. Call [`Self::shutdown`] after the deregistration delay.
+    pub fn drain(&self) {
+        self.shared.start_draining();
+    }
+
+    /// Graceful shutdown (draining first if [`Self::drain`] was not called): the
+    /// workers stop accepting and close connections with nothing of a next
+    /// request received; every request that has begun to arrive is read, served
+    /// and answered with `connection: close`, for up to `grace`; what is still
+    /// being served then is counted and logged as cut. Queued ingest batches are
+    /// written; then the admin server stops.
     pub fn shutdown(self, grace: Duration) -> Shutdown {
         let deadline = Instant::now() + grace;
-        self.shared.start_draining();
+        self.drain();
         let _ = self.stop_workers.send(true);
         let mut report = Shutdown {
             in_time: true,
+            cut: 0,
             unanswered: 0,
             flushed: false,
         };
@@ -170,9 +192,16 @@ impl Running {
             }
         }
         if !report.in_time {
+            report.cut = self
+                .shared
+                .workers()
+                .iter()
+                .map(|w| w.connections.load(Ordering::Acquire) as u64)
+                .sum();
             warn!(
                 grace_ms = grace.as_millis() as u64,
-                "in-flight requests outlived the grace period"
+                connections = report.cut,
+                "connections still serving a request at the end of the grace period are cut"
             );
         }
         if report.unanswered > 0 {
@@ -226,6 +255,7 @@ struct Served {
 struct Server {
     name: String,
     app: axum::Router,
+    draining: Arc<AtomicBool>,
     counters: Arc<WorkerCounters>,
     metrics: Arc<Metrics>,
     timeouts: ConnTimeouts,
@@ -260,33 +290,14 @@ impl Server {
                     continue;
                 }
             };
-            self.metrics.connection_accepted();
-            if self.counters.connections.load(Ordering::Acquire) >= self.max_connections {
-                self.metrics.refused(Refusal::ConnectionCap);
-                if lingering.len() < MAX_LINGERING_REFUSALS {
-                    lingering.spawn(conn::refuse(stream));
-                } else {
-                    conn::refuse_now(&stream);
-                }
-                continue;
-            }
-            let _ = stream.set_nodelay(true);
-            let open = OpenConnection::new(Arc::clone(&self.counters));
-            let serving = conn::serve(
-                stream,
-                self.app.clone(),
-                self.timeouts,
-                Arc::clone(&self.metrics),
-                stop.clone(),
-            );
-            connections.spawn(async move {
-                let ended = serving.await;
-                drop(open);
-                ended
-            });
+            self.admit(stream, &mut connections, &mut lingering, &stop);
         }
-        // Stop accepting: the listening socket closes here.
-        drop(listener);
+        // Stop accepting. Connections the kernel has completed but this loop not
+        // yet taken would be reset when the listening socket closes, with the
+        // requests their clients may already have sent: they are taken first.
+        for stream in backlog(listener) {
+            self.admit(stream, &mut connections, &mut lingering, &stop);
+        }
         lingering.abort_all();
         let mut served = Served::default();
         while let Some(ended) = connections.join_next().await {
@@ -298,6 +309,73 @@ impl Server {
         served
     }
 }
+
+impl Server {
+    /// Serves a new connection, or refuses it at the connection cap.
+    fn admit(
+        &self,
+        stream: tokio::net::TcpStream,
+        connections: &mut JoinSet<conn::Ended>,
+        lingering: &mut JoinSet<()>,
+        stop: &watch::Receiver<bool>,
+    ) {
+        self.metrics.connection_accepted();
+        if self.counters.connections.load(Ordering::Acquire) >= self.max_connections {
+            self.metrics.refused(Refusal::ConnectionCap);
+            if lingering.len() < MAX_LINGERING_REFUSALS {
+                lingering.spawn(conn::refuse(stream));
+            } else {
+                conn::refuse_now(&stream);
+            }
+            return;
+        }
+        let _ = stream.set_nodelay(true);
+        let open = OpenConnection::new(Arc::clone(&self.counters));
+        let serving = conn::serve(
+            stream,
+            self.app.clone(),
+            self.timeouts,
+            Arc::clone(&self.metrics),
+            conn::Shutdown {
+                draining: Arc::clone(&self.draining),
+                stop: stop.clone(),
+            },
+        );
+        connections.spawn(async move {
+            let ended = serving.await;
+            drop(open);
+            ended
+        });
+    }
+}
+
+/// Closes `listener`, returning the connections waiting in its backlog (asked
+/// of the kernel, not the runtime, which may not have seen them yet).
+fn backlog(listener: tokio::net::TcpListener) -> Vec<tokio::net::TcpStream> {
+    let Ok(listener) = listener.into_std() else {
+        return Vec::new();
+    };
+    let mut taken = Vec::new();
+    while taken.len() < MAX_BACKLOG_TAKEN {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Ok(stream) = stream
+                    .set_nonblocking(true)
+                    .and_then(|()| tokio::net::TcpStream::from_std(stream))
+                {
+                    taken.push(stream);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    taken
+}
+
+/// The most connections taken from a closing listener's backlog (it holds at
+/// most the `listen` backlog of 1024).
+const MAX_BACKLOG_TAKEN: usize = 1024;
 
 /// Counts an open connection on its worker while alive.
 struct OpenConnection(Arc<WorkerCounters>);
@@ -328,6 +406,9 @@ struct Thread {
     name: String,
     listener: TcpListener,
     app: App,
+    /// The shared draining flag (serving workers), or one never set (admin: its
+    /// scrapers and probes keep their connections).
+    draining: Arc<AtomicBool>,
     core: Option<core_affinity::CoreId>,
     timeouts: ConnTimeouts,
     max_connections: usize,
@@ -343,6 +424,7 @@ fn spawn_server(
         name,
         listener,
         app,
+        draining,
         core,
         timeouts,
         max_connections,
@@ -391,6 +473,7 @@ fn spawn_server(
                 let server = Server {
                     name,
                     app,
+                    draining,
                     counters,
                     metrics,
                     timeouts,
@@ -413,6 +496,7 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
         name,
         listener,
         app,
+        draining: shared.draining_flag(),
         core,
         timeouts: config.timeouts,
         max_connections,
@@ -459,12 +543,15 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
     let admin_state = AppState::admin(Arc::clone(&shared));
     let admin_counters = Arc::clone(&admin_state.worker);
     let admin = spawn_server(
-        thread(
-            "oka-admin".to_owned(),
-            admin,
-            App::Ready(admin_router(admin_state), admin_counters),
-            None,
-        ),
+        Thread {
+            draining: Arc::new(AtomicBool::new(false)),
+            ..thread(
+                "oka-admin".to_owned(),
+                admin,
+                App::Ready(admin_router(admin_state), admin_counters),
+                None,
+            )
+        },
         admin_rx,
         None,
     )?;

@@ -1,7 +1,7 @@
 //! What handlers share: the loaded registry (swapped atomically on reload), API
 //! keys, the store, metrics, limits, and each worker's identity and counters.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -9,7 +9,7 @@ use arc_swap::ArcSwap;
 use oka_core::Registry;
 use oka_core::request::RequestLimits;
 use oka_storage::FeatureStore;
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
 use crate::auth::ApiKeys;
@@ -138,9 +138,9 @@ pub struct Shared {
     pub limits: Limits,
     /// The host name used in server ids.
     pub host: String,
-    /// True once shutdown began: `/readyz` answers 503 and bodies still arriving
-    /// are cut short.
-    draining: watch::Sender<bool>,
+    /// True once shutdown began: `/readyz` answers 503 and every answer carries
+    /// `connection: close` (shared with the connections, which read it per answer).
+    draining: Arc<AtomicBool>,
     /// Ingest body bytes that may be held at once, over all requests.
     pub ingest_budget: Arc<Semaphore>,
     workers: Mutex<Vec<Arc<WorkerCounters>>>,
@@ -262,19 +262,21 @@ impl Shared {
         }
     }
 
-    /// Starts shutting down: readiness turns false, body reads stop waiting.
+    /// Starts shutting down: readiness turns false (so load balancers take the
+    /// instance out of rotation) and answers carry `connection: close` (so
+    /// keep-alive clients reconnect, elsewhere); serving goes on.
     pub fn start_draining(&self) {
-        self.draining.send_replace(true);
+        self.draining.store(true, Ordering::Release);
     }
 
     /// Whether shutdown began.
     pub fn is_draining(&self) -> bool {
-        *self.draining.borrow()
+        self.draining.load(Ordering::Acquire)
     }
 
-    /// Resolves when shutdown begins.
-    pub fn drained(&self) -> impl Future<Output = ()> + Send + 'static {
-        crate::shutdown::stopped(self.draining.subscribe())
+    /// The flag [`Self::start_draining`] sets, for the connections.
+    pub(crate) fn draining_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.draining)
     }
 
     /// Registers a worker's counters (for metrics).
@@ -359,7 +361,7 @@ impl SharedBuilder {
             stats: Stats::default(),
             limits: self.limits,
             host: host_name(),
-            draining: watch::Sender::new(false),
+            draining: Arc::new(AtomicBool::new(false)),
             ingest_budget: Arc::new(Semaphore::new(ingest_budget)),
             workers: Mutex::new(Vec::new()),
         })

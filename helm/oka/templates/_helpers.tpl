@@ -177,9 +177,9 @@ app.kubernetes.io/component: {{ .component }}
 {{- end }}
 {{ end }}
 
-{{/* terminationGracePeriodSeconds: preStop + shutdown grace + 10 s, or the set value */}}
+{{/* terminationGracePeriodSeconds: shutdown delay + shutdown grace + 10 s, or the set value */}}
 {{- define "oka.minTerminationGrace" -}}
-{{- add .Values.lifecycle.preStopSleepSeconds .Values.server.shutdownGraceSeconds 10 }}
+{{- add .Values.lifecycle.shutdownDelaySeconds .Values.server.shutdownGraceSeconds 10 }}
 {{- end }}
 
 {{- define "oka.terminationGrace" -}}
@@ -188,7 +188,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- if eq $set 0 }}
 {{- $min }}
 {{- else if lt $set $min }}
-{{- fail (printf "terminationGracePeriodSeconds %d is below lifecycle.preStopSleepSeconds + server.shutdownGraceSeconds + 10 = %d" $set $min) }}
+{{- fail (printf "terminationGracePeriodSeconds %d is below lifecycle.shutdownDelaySeconds + server.shutdownGraceSeconds + 10 = %d" $set $min) }}
 {{- else }}
 {{- $set }}
 {{- end }}
@@ -217,7 +217,7 @@ app.kubernetes.io/component: {{ .component }}
 {{- if and .Values.kafkaSource.enabled (include "oka.storeIsMemory" .) }}
 {{- fail "kafkaSource.enabled needs a shared store (store.url or redis.enabled): with memory:// the consumer would write into its own process" }}
 {{- end }}
-{{- if and .Values.ingress.enabled .Values.ingress.alb.enabled (ge (.Values.ingress.alb.deregistrationDelaySeconds | int) (.Values.lifecycle.preStopSleepSeconds | int)) }}
-{{- fail "ingress.alb.deregistrationDelaySeconds must be below lifecycle.preStopSleepSeconds, so the ALB has drained a pod before it gets SIGTERM" }}
+{{- if and .Values.ingress.enabled .Values.ingress.alb.enabled (ge (.Values.ingress.alb.deregistrationDelaySeconds | int) (.Values.lifecycle.shutdownDelaySeconds | int)) }}
+{{- fail "ingress.alb.deregistrationDelaySeconds must be below lifecycle.shutdownDelaySeconds, so the ALB has drained a pod before Oka closes its listeners" }}
 {{- end }}
 {{- end }}

@@ -1,7 +1,7 @@
 """Sans-IO: what is retried, and how long to wait before the next attempt.
 
-Retried: ``503`` (any code: ``overloaded``, ``store_unavailable``,
-``shutting_down``; the wait is at least its ``Retry-After``), ``504
+Retried: ``503`` (any code: ``overloaded``, ``store_unavailable``; the
+wait is at least its ``Retry-After``), ``504
 store_timeout``, and connection failures and HTTP timeouts (no answer).
 Never retried: any ``4xx``, ``500``, and ``504 deadline_exceeded`` (the same
 deadline would pass again; the caller decides whether a larger one is worth it).

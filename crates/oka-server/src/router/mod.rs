@@ -82,9 +82,6 @@ pub fn admin_router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// A shutdown gives a request body still arriving this long to complete.
-const DRAIN_BODY_GRACE: Duration = Duration::from_secs(1);
-
 /// A request body in memory, and the ingest budget it holds (if it was read
 /// against the budget) until dropped.
 #[derive(Debug)]
@@ -123,8 +120,7 @@ fn take_budget(
 
 /// Reads a request body. A declared `Content-Length` over the limit is refused
 /// (413) before any of the body is read, and so is a body that grows past it; the
-/// body must arrive within the body-read timeout (408); a shutdown gives a body
-/// still arriving [`DRAIN_BODY_GRACE`], then answers 503. With `budget`, the body's
+/// body must arrive within the body-read timeout (408), shutdown or not. With `budget`, the body's
 /// bytes are also taken from the ingest budget (503 at once when it is spent).
 async fn read_body(
     state: &AppState,
@@ -165,22 +161,11 @@ async fn read_body(
                         ),
                     )
                 };
-                tokio::select! {
-                    read = tokio::time::timeout(limits.body_read_timeout, read.as_mut()) => {
-                        read.map_err(|_| timed_out())??
-                    }
-                    () = state.shared.drained() => {
-                        tokio::time::timeout(DRAIN_BODY_GRACE, read.as_mut())
-                            .await
-                            .map_err(|_| {
-                                state.shared.metrics.refused(Refusal::ShuttingDown);
-                                ApiError::new(
-                                    ErrorCode::ShuttingDown,
-                                    "the server is shutting down and the request body had not arrived; retry on another instance",
-                                )
-                            })??
-                    }
-                }
+                // Shutdown does not cut a body short: it arrives within its own
+                // timeout, and the request is served (the grace period bounds it).
+                tokio::time::timeout(limits.body_read_timeout, read.as_mut())
+                    .await
+                    .map_err(|_| timed_out())??
             }
         }
     };
