@@ -542,15 +542,14 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
     check_fd_limit(workers.saturating_mul(max_connections));
     let admin_state = AppState::admin(Arc::clone(&shared));
     let admin_counters = Arc::clone(&admin_state.worker);
+    let admin_app = App::Ready(admin_router(admin_state), admin_counters);
+    let admin_thread = thread("oka-admin".to_owned(), admin, admin_app, None);
+    // The admin port's probes and scrapers keep their connections while draining.
+    let never = Arc::new(AtomicBool::new(false));
     let admin = spawn_server(
         Thread {
-            draining: Arc::new(AtomicBool::new(false)),
-            ..thread(
-                "oka-admin".to_owned(),
-                admin,
-                App::Ready(admin_router(admin_state), admin_counters),
-                None,
-            )
+            draining: never,
+            ..admin_thread
         },
         admin_rx,
         None,
