@@ -204,15 +204,19 @@ impl LoadEvents for Report {
 
     fn failed(&mut self, batch: &Sent, error: &StoreError) {
         self.clear_progress();
+        for raw in &batch.raw {
+            self.write_reject(raw);
+        }
+        if error.kind.is_outage() && !error.kind.is_transient() {
+            // The load stops on it, and says so once, at the end.
+            return;
+        }
         eprintln!(
             "  {} ({} records) not written: {}",
             lines(batch.first_line, batch.last_line),
             batch.rows,
             terminal_safe(&error.to_string())
         );
-        for raw in &batch.raw {
-            self.write_reject(raw);
-        }
     }
 
     fn written(&mut self, written: u64) {
@@ -278,6 +282,19 @@ pub fn run(args: IngestArgs, natives: &NativeUdfs) -> Result<bool> {
     if let Some(e) = read_error {
         // The records before the failure are counted above.
         bail!("reading {name} stopped: {}", terminal_safe(&e.to_string()));
+    }
+    if let Some(e) = &summary.stopped_by {
+        // Retrying cannot help: every later batch would fail alike.
+        let (first, last) = (
+            summary.failed_lines.first().map_or(0, |l| l.0),
+            summary.failed_lines.last().map_or(0, |l| l.1),
+        );
+        return Err(stores::unreachable_at("write to the store", args.store.url(), e).context(format!(
+            "{name}: stopped after line {last}, since the store refuses every write ({} records of {} not written{}; the input after line {last} was not read)",
+            summary.failed,
+            lines(first, last),
+            if args.rejects.is_some() { ", and in the rejects file" } else { "" },
+        )));
     }
     Ok(summary.complete())
 }
@@ -390,7 +407,8 @@ fn print_summary(args: &IngestArgs, name: &str, s: &LoadSummary, elapsed: Durati
             ""
         }
     );
-    if s.failed > 0 {
+    // A load the store stopped says so in its final error, with the lines.
+    if s.failed > 0 && s.stopped_by.is_none() {
         let mut ranges: Vec<String> = s
             .failed_lines
             .iter()

@@ -174,7 +174,13 @@ async fn consume(
     sources: Vec<KafkaSource>,
 ) -> Result<()> {
     let store = stores::open_for_writes(&args.store, "source kafka").await?;
-    let opts = args.options();
+    let opts = oka_kafka::RunOptions {
+        store_watch: Arc::new(oka_storage::StoreWatch::new(
+            stores::redact(args.store.url()),
+            store.backend(),
+        )),
+        ..args.options()
+    };
     let partitions = Arc::new(Partitions::default());
     let metrics = Arc::new(KafkaMetrics::new(store.backend(), Arc::clone(&partitions)));
     let writer = WritePath::spawn(

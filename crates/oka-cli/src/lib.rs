@@ -398,6 +398,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         let limits = limits(&args);
         let reloader = reloader(&args, natives, Arc::clone(&store));
         let shared = Shared::builder(registry, store)
+            .store_name(stores::redact(args.store.url()))
             .limits(limits)
             .writer(args.writer.config())
             .keys(keys)

@@ -11,9 +11,11 @@ use tracing_subscriber::{EnvFilter, Registry, reload};
 /// The variable that holds the log filter.
 pub const VAR: &str = "OKA_LOG";
 
-/// The filter when `OKA_LOG` is unset: the CQL driver logs every connection at
-/// `info`, so only its warnings are kept.
-pub const DEFAULT: &str = "info,scylla=warn";
+/// The filter when `OKA_LOG` is unset. The store drivers' own lines are off:
+/// they are Debug dumps (fred's `Some(Error { details: … })`), repeated per
+/// connection, and Oka logs each change of the store's state once, in words
+/// (`oka_storage::StoreWatch`). `OKA_LOG=info,fred=warn` brings them back.
+pub const DEFAULT: &str = "info,scylla=off,fred=off";
 
 /// `--log-format`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

@@ -257,7 +257,8 @@ pub fn run(args: &VolgaArgs, natives: &NativeUdfs) -> Result<bool> {
             .await
             .map_err(|e| match e.kind {
                 // The URL itself (its scheme, its options): the message says what.
-                oka_storage::StoreErrorKind::Internal => anyhow::anyhow!(
+                oka_storage::StoreErrorKind::Misconfigured
+                | oka_storage::StoreErrorKind::Internal => anyhow::anyhow!(
                     "--from `{}`: {}",
                     stores::redact(&args.from),
                     stores::reason(&e)

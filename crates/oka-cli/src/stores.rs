@@ -267,7 +267,7 @@ pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureS
             let prefix = options.key_prefix.clone();
             let store = RedisStore::connect(url, options)
                 .await
-                .map_err(|e| unreachable(url, &e, Backend::Redis))?;
+                .map_err(|e| unreachable(url, &e))?;
             let store = coalesced(reads, Arc::new(store));
             cached(reads, store, Some((url, prefix.as_str()))).await
         }
@@ -293,7 +293,7 @@ pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureS
             let quiet = crate::logs::quiet_driver();
             let store = ScyllaStore::connect(url, options)
                 .await
-                .map_err(|e| unreachable(url, &e, Backend::Cql))?;
+                .map_err(|e| unreachable(url, &e))?;
             drop(quiet);
             cached(reads, coalesced(reads, Arc::new(store)), None).await
         }
@@ -342,114 +342,38 @@ pub fn check_fit(
     })
 }
 
-/// The kind of server behind a URL, for what to check when it cannot be reached.
-#[derive(Debug, Clone, Copy)]
-enum Backend {
-    Redis,
-    Cql,
+/// A store that could not be opened: its URL (password redacted), what went
+/// wrong in the backend's words, and what to check for that kind of failure.
+fn unreachable(url: &str, e: &oka_storage::StoreError) -> anyhow::Error {
+    unreachable_at("open the store", url, e)
 }
 
-/// A store that could not be opened: its URL, what went wrong in words (the
-/// drivers' messages carry OS error dumps), and what to check.
-fn unreachable(url: &str, e: &oka_storage::StoreError, backend: Backend) -> anyhow::Error {
-    unreachable_as("open the store", url, e, backend)
-}
-
-/// A server at `url` that `action` (`open the store`, `read Volga's data`) could not
-/// reach, said as [`unreachable`] says it; the backend is the URL's.
+/// A store at `url` that `action` (`open the store`, `read Volga's data`) could
+/// not use, said as [`unreachable`] says it.
 pub(crate) fn unreachable_at(
     action: &str,
     url: &str,
     e: &oka_storage::StoreError,
 ) -> anyhow::Error {
-    let backend = if url.starts_with("scylla") || url.starts_with("cassandra") {
-        Backend::Cql
-    } else {
-        Backend::Redis
-    };
-    unreachable_as(action, url, e, backend)
+    anyhow::anyhow!(
+        "cannot {action} at {}: {}. {}",
+        redact(url),
+        reason(e),
+        upper_first(e.kind.advice())
+    )
 }
 
-fn unreachable_as(
-    action: &str,
-    url: &str,
-    e: &oka_storage::StoreError,
-    backend: Backend,
-) -> anyhow::Error {
-    let what = reason(e);
-    let check = match backend {
-        Backend::Redis => "Check that Redis is running there and reachable from this machine",
-        Backend::Cql => {
-            "Check that a ScyllaDB or Cassandra node is running there (CQL, port 9042 by default) and reachable from this machine"
-        }
-    };
-    let stop = if what.ends_with('?') { "" } else { "." };
-    anyhow::anyhow!("cannot {action} at {}: {what}{stop} {check}.", redact(url))
-}
-
-/// What went wrong in a store call, in words: a known failure named, else the
-/// driver's message up to its first Debug dump.
+/// What went wrong in a store call, in words: the backend's message (drivers'
+/// Debug output never reaches it; see `oka_redis::failure`).
 pub(crate) fn reason(e: &oka_storage::StoreError) -> String {
-    let raw = e.message.as_str();
-    let has = |needles: &[&str]| needles.iter().any(|n| raw.contains(n));
-    let what = if has(&["Connection refused", "os error 111", "ConnectionRefused"]) {
-        "the connection was refused: nothing listens at that host and port"
-    } else if has(&[
-        "lookup address",
-        "Name or service not known",
-        "No address associated",
-        "nodename nor servname",
-        "resolve any hostname",
-        "Hostname resolution failed",
-    ]) {
-        "the host name does not resolve"
-    } else if has(&["Failed to connect to all sentinel nodes"]) {
-        "no sentinel answered at that host and port"
-    } else if has(&[
-        "WRONGPASS",
-        "NOAUTH",
-        "invalid username-password",
-        "Authentication",
-        "authentication",
-    ]) {
-        "the server refused the credentials: check the user and password in the URL"
-    } else if has(&["certificate", "Certificate", "TLS", "tls", "handshake"]) {
-        "the TLS handshake failed: check rediss:// against redis://, and --store-tls-ca-file"
-    } else if has(&["imed out", "imeout"]) {
-        "no answer within the connect timeout (--store-connect-timeout-ms)"
-    } else if has(&["Connection reset", "Broken pipe", "unexpected end"]) {
-        "the server closed the connection: is that port the store's, and the scheme right?"
-    } else if has(&["Invalid frame type", "Decode Error"]) {
-        "what answered there does not speak the store's protocol: is that port the store's, and the scheme right?"
-    } else {
-        ""
-    };
-    if what.is_empty() {
-        first_sentence(raw)
-    } else {
-        what.to_owned()
-    }
+    e.message.trim_end_matches('.').to_owned()
 }
 
-/// A driver's message without its backend prefix (`redis: `, `cql: `), cut at
-/// its first Debug dump (`Os {`, `Custom {`, `["…"]`, …), so that only its words
-/// are shown.
-fn first_sentence(raw: &str) -> String {
-    let raw = ["redis: ", "cql: "]
-        .iter()
-        .find_map(|p| raw.strip_prefix(p))
-        .unwrap_or(raw);
-    let cut = ["Os {", "Custom {", "Kind(", " { ", "[\"", "Some(", "None"]
-        .iter()
-        .filter_map(|m| raw.find(m))
-        .min()
-        .unwrap_or(raw.len());
-    let words = raw[..cut].trim_end_matches([' ', ':', '(', '.']).trim();
-    if words.is_empty() {
-        "the store did not answer as expected".to_owned()
-    } else {
-        words.to_owned()
-    }
+fn upper_first(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect::<String>() + ".")
+        .unwrap_or_default()
 }
 
 /// The URL with any password replaced (`user:***@`, `sentinelPassword=***`), for
@@ -532,44 +456,21 @@ mod tests {
     }
 
     #[test]
-    fn driver_errors_are_said_in_words() {
-        let said = |message: &str, backend| {
-            let e = oka_storage::StoreError::new(
-                oka_storage::StoreErrorKind::Unavailable,
-                message.to_owned(),
-            );
-            unreachable("scylla://u:pw@h/ks", &e, backend).to_string()
+    fn store_errors_are_said_with_what_to_check_by_kind() {
+        let said = |kind, message: &str| {
+            let e = oka_storage::StoreError::new(kind, message.to_owned());
+            unreachable("redis://u:pw@h:1", &e).to_string()
         };
-        let cql = "Check that a ScyllaDB or Cassandra node is running there (CQL, port 9042 by default) and reachable from this machine.";
         assert_eq!(
             said(
-                r#"cql: Couldn't resolve any hostname: ["h:9042"]"#,
-                Backend::Cql
+                oka_storage::StoreErrorKind::Unauthorized,
+                "redis refused the credentials: WRONGPASS invalid username-password pair"
             ),
-            format!(
-                "cannot open the store at scylla://u:***@h/ks: the host name does not resolve. {cql}"
-            )
+            "cannot open the store at redis://u:***@h:1: redis refused the credentials: WRONGPASS invalid username-password pair. Check the user and password in the store URL (or the Secret that holds them) against the store's, and the user's ACL."
         );
-        assert_eq!(
-            said(
-                "redis: Sentinel Error: Failed to connect to all sentinel nodes.",
-                Backend::Redis
-            ),
-            "cannot open the store at scylla://u:***@h/ks: no sentinel answered at that host and port. Check that Redis is running there and reachable from this machine."
-        );
-        assert_eq!(
-            said(
-                "redis: Protocol Error: Decode Error: frame_type: Invalid frame type.",
-                Backend::Redis
-            ),
-            "cannot open the store at scylla://u:***@h/ks: what answered there does not speak the store's protocol: is that port the store's, and the scheme right? Check that Redis is running there and reachable from this machine."
-        );
-        assert_eq!(
-            said(
-                r#"cql: something new: Some(IoError(Os { code: 1 }))"#,
-                Backend::Cql
-            ),
-            format!("cannot open the store at scylla://u:***@h/ks: something new. {cql}")
+        assert!(
+            said(oka_storage::StoreErrorKind::Misconfigured, "x")
+                .ends_with("Check the store URL's scheme (rediss:// for TLS) and --store-tls-ca-file, the database or keyspace, and the layout.")
         );
     }
 
@@ -582,7 +483,7 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(
             err,
-            "cannot open the store at redis://:***@127.0.0.1:1: the connection was refused: nothing listens at that host and port. Check that Redis is running there and reachable from this machine."
+            "cannot open the store at redis://:***@127.0.0.1:1: nothing listens at 127.0.0.1:1 (the connection was refused). Check that the store is running and reachable from this machine."
         );
     }
 }

@@ -472,7 +472,9 @@ fn redis_outage_and_recovery_without_restart() {
         }
         assert!(Instant::now() < deadline, "no 503 after the outage");
     }
-    assert_eq!(status_of(admin, "GET", "/readyz", ""), Some(503));
+    let (status, ready) = http(admin, "GET", "/readyz", "").unwrap();
+    assert_eq!(status, 503, "{ready}");
+    assert!(ready.contains("the store is unavailable ("), "{ready}");
     assert!(oka.0.try_wait().unwrap().is_none(), "oka is still running");
 
     redis = start_redis();
@@ -487,6 +489,196 @@ fn redis_outage_and_recovery_without_restart() {
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(redis);
+    // One line when the store went, one when it came back, in words: no driver
+    // Debug dump, however many requests failed in between.
+    let log = std::fs::read_to_string(&log).unwrap();
+    let down: Vec<_> = log.lines().filter(|l| l.contains("WARN")).collect();
+    assert_eq!(down.len(), 1, "{log}");
+    assert!(
+        down[0].contains("the store is unavailable") && down[0].contains("kind=\"unavailable\""),
+        "{log}"
+    );
+    let up: Vec<_> = log
+        .lines()
+        .filter(|l| l.contains("the store is available again"))
+        .collect();
+    assert_eq!(up.len(), 1, "{log}");
+    assert!(!log.contains("Error {") && !log.contains("Some("), "{log}");
+}
+
+/// A Redis whose password changes under a running `oka serve` (restarted with a
+/// new one, or an ACL change): `/readyz` and one log line say the credentials
+/// were refused; `oka ingest` mid-file stops with one line instead of retrying.
+#[test]
+fn a_rotated_redis_password_is_said_once_and_stops_ingest() {
+    if service_url("OKA_TEST_REDIS_URL", "OKA_REQUIRE_REDIS").is_none() {
+        return;
+    }
+    let port = free_port();
+    let _redis = Server(
+        Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--requirepass",
+                "old-secret",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let cli = |password: &str, args: &[&str]| {
+        let mut all = vec![
+            "-p".to_owned(),
+            port.to_string(),
+            "-a".to_owned(),
+            password.to_owned(),
+            "--no-auth-warning".to_owned(),
+        ];
+        all.extend(args.iter().map(|a| (*a).to_owned()));
+        Command::new("redis-cli")
+            .args(&all)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cli("old-secret", &["ping"]) != "PONG" {
+        assert!(Instant::now() < deadline, "redis-server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let store = format!("redis://:old-secret@127.0.0.1:{port}");
+    let log = tmp_file("rotated.log", "");
+    let Oka {
+        server: _oka,
+        addr,
+        admin,
+    } = start_oka(
+        &["--demo", "--store", &store, "--store-timeout-ms", "300"],
+        Some(&log),
+    );
+    let seed = r#"{"target_features":["test_feature"],"keys":[{"id":"test-id-1"}]}"#;
+    assert_eq!(
+        http(addr, "POST", "/v1/features", seed).map(|r| r.0),
+        Some(200)
+    );
+
+    // An ingest that has written part of its input when the password changes.
+    let spec = tmp_file(
+        "rotated-spec.yaml",
+        &String::from_utf8(Command::new(OKA).arg("demo-spec").output().unwrap().stdout).unwrap(),
+    );
+    let mut ingest = Command::new(OKA)
+        .args([
+            "ingest",
+            "--spec",
+            spec.to_str().unwrap(),
+            "--store",
+            &store,
+            "--store-timeout-ms",
+            "300",
+            "--feature",
+            "test_feature",
+            "--file",
+            "-",
+            "--format",
+            "jsonl",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = ingest.stdin.take().unwrap();
+    let record = |i: usize| format!("{{\"id\":\"rot-{i}\",\"value\":{i}.0}}\n");
+    for i in 0..2000 {
+        input.write_all(record(i).as_bytes()).unwrap();
+    }
+    input.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cli("old-secret", &["exists", "oka:{test_feature|rot-1999}:l"]) != "1" {
+        assert!(
+            Instant::now() < deadline,
+            "the first records were not written"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        cli(
+            "old-secret",
+            &["config", "set", "requirepass", "new-secret"]
+        ),
+        "OK"
+    );
+    cli("new-secret", &["client", "kill", "type", "normal"]);
+    // The rest of the input, then its end.
+    for i in 2000..4000 {
+        if input.write_all(record(i).as_bytes()).is_err() {
+            break;
+        }
+    }
+    drop(input);
+    let out = ingest.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let errors: Vec<_> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("since the store refuses every write"),
+        "{stderr}"
+    );
+    assert!(
+        errors[0].contains("redis refused the credentials: WRONGPASS"),
+        "{stderr}"
+    );
+    assert!(errors[0].contains("redis://:***@127.0.0.1"), "{stderr}");
+    assert!(
+        !stderr.contains("old-secret") && !stderr.contains("retrying"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("not written:"),
+        "no line per batch: {stderr}"
+    );
+
+    // The server: unready with the reason, and one line in its log.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = http(admin, "GET", "/readyz", "").unwrap();
+        if status == 503 && body.contains("the store refused the credentials") {
+            assert!(body.contains("check the user and password"), "{body}");
+            break;
+        }
+        let _ = http(addr, "POST", "/v1/features", seed);
+        assert!(Instant::now() < deadline, "/readyz: {status} {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for _ in 0..20 {
+        let (status, body) = http(addr, "POST", "/v1/features", seed).unwrap();
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("store_unavailable"), "{body}");
+    }
+    let text = std::fs::read_to_string(&log).unwrap();
+    let refused: Vec<_> = text
+        .lines()
+        .filter(|l| l.contains("refused the credentials"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{text}");
+    assert!(
+        refused[0].contains("WARN") && refused[0].contains("kind=\"unauthorized\""),
+        "{text}"
+    );
+    assert!(
+        !text.contains("old-secret") && !text.contains("Error {"),
+        "{text}"
+    );
 }
 
 /// `oka schema` prints the CQL DDL for the URL's keyspace and the replication asked

@@ -168,6 +168,71 @@ fn the_consumer_pauses_while_redis_is_down_and_catches_up() {
     );
 }
 
+/// Redis starts refusing the consumer's credentials (a password set or rotated
+/// under it): it stops retrying at once, says why in one line, exits 1, and
+/// commits nothing past the last batch Redis took.
+#[test]
+fn the_consumer_stops_when_the_store_refuses_its_credentials() {
+    let Some((brokers, _)) = services() else {
+        return;
+    };
+    let redis = Redis::start();
+    let kafka = Kafka { brokers };
+    let (topic, group, prefix) = (
+        unique("clicks"),
+        unique("group"),
+        format!("{}:", unique("kt")),
+    );
+    kafka.create_topic(&topic, PARTITIONS);
+    kafka.produce_clicks(&topic, 0, 1000, PARTITIONS);
+    let spec = spec(&topic, &group, "");
+    let mut source = start_source(&spec, &kafka.brokers, &redis.url(), &prefix);
+    source.wait_joined();
+    wait_for("the first 1000 committed", 2 * MINUTE, || {
+        kafka.committed(&group, &topic, PARTITIONS) == kafka.ends(&topic, PARTITIONS)
+    });
+    let before = kafka.committed(&group, &topic, PARTITIONS);
+    let cli = |args: &[&str]| {
+        let out = Command::new("redis-cli")
+            .args(["-p", &redis.port.to_string(), "--no-auth-warning"])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(cli(&["config", "set", "requirepass", "rotated"]), "OK");
+    cli(&["-a", "rotated", "client", "kill", "type", "normal"]);
+    kafka.produce_clicks(&topic, 1000, 2000, PARTITIONS);
+    let mut status = None;
+    wait_for("the consumer to stop", MINUTE, || {
+        status = source.child.try_wait().unwrap();
+        status.is_some()
+    });
+    let log = source.log_text();
+    assert_eq!(status.and_then(|s| s.code()), Some(1), "{log}");
+    let errors: Vec<_> = log.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{log}");
+    assert!(
+        errors[0].contains("redis refused the credentials")
+            && errors[0].contains("check the user and password"),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("the store refused the credentials").count(),
+        1,
+        "one WARN line: {log}"
+    );
+    assert!(
+        !log.contains("writing it again") && !log.contains("Error {"),
+        "{log}"
+    );
+    assert_eq!(
+        kafka.committed(&group, &topic, PARTITIONS),
+        before,
+        "nothing committed past what the store took"
+    );
+}
+
 #[test]
 fn bad_records_are_counted_dead_lettered_and_do_not_block_their_partition() {
     let Some((brokers, redis)) = services() else {

@@ -342,7 +342,7 @@ fn a_volga_layout_store_refuses_history_sources_and_writes() {
     for (from, want) in [
         (
             "redis://127.0.0.1:1",
-            "error: cannot read Volga's data at redis://127.0.0.1:1: the connection was refused: nothing listens at that host and port. Check that Redis is running there and reachable from this machine.",
+            "error: cannot read Volga's data at redis://127.0.0.1:1: nothing listens at 127.0.0.1:1 (the connection was refused). Check that the store is running and reachable from this machine.",
         ),
         (
             "mongo://h",

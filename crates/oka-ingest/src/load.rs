@@ -178,7 +178,7 @@ pub trait LoadEvents {
 }
 
 /// What a load did with every record it read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct LoadSummary {
     /// Records read (written, rejected or failed).
     pub read: u64,
@@ -192,6 +192,11 @@ pub struct LoadSummary {
     pub failed_lines: Vec<(u64, u64)>,
     /// The first store error, in words.
     pub failure: Option<String>,
+    /// The failure that stopped the load: the store refuses the credentials or
+    /// the configuration ([`oka_storage::StoreErrorKind::is_transient`] is false
+    /// for an outage), so every later batch would fail alike. Input after the
+    /// batches in flight is not read.
+    pub stopped_by: Option<StoreError>,
 }
 
 impl LoadSummary {
@@ -282,6 +287,10 @@ pub async fn load(
             Err(e) => {
                 summary.failed_batch(&sent, &e);
                 events.failed(&sent, &e);
+                if e.kind.is_outage() && !e.kind.is_transient() && summary.stopped_by.is_none() {
+                    summary.stopped_by = Some(e);
+                    input_done = true;
+                }
             }
         }
     }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use oka_core::{EntityKey, Feature, FeatureId, Registry, Row, Timestamp};
 use oka_storage::{FeatureStore, StoreError, StoreErrorKind};
 use tokio::sync::{Semaphore, mpsc, oneshot};
-use tracing::warn;
+use tracing::debug;
 
 use crate::metrics::IngestMetrics;
 
@@ -256,11 +256,13 @@ async fn write_with_retries(
                     .min(Duration::from_secs(2));
                 attempt += 1;
                 metrics.retry();
-                warn!(feature = %feature.name, attempt, error = %e, delay_ms = delay.as_millis() as u64, "store write failed; retrying");
+                // The caller reports what stays failed (oka ingest per batch, the
+                // servers' store watch once per outage).
+                debug!(feature = %feature.name, attempt, error = %e, delay_ms = delay.as_millis() as u64, "store write failed; retrying");
                 tokio::time::sleep(delay).await;
             }
             Err(e) => {
-                warn!(feature = %feature.name, rows = rows.len(), attempts = attempt + 1, elapsed_ms = started.elapsed().as_millis() as u64, error = %e, "store write failed");
+                debug!(feature = %feature.name, rows = rows.len(), attempts = attempt + 1, elapsed_ms = started.elapsed().as_millis() as u64, error = %e, "store write failed");
                 return Err(e);
             }
         }

@@ -147,6 +147,7 @@ impl Consumer {
             metrics: fm.clone(),
             retry_base: opts.retry_base,
             retry_max: opts.retry_max,
+            store_watch: Arc::clone(&opts.store_watch),
         };
         Ok(Self {
             consumer,
@@ -327,6 +328,12 @@ impl Consumer {
                 "it was cancelled"
             },
         })?;
+        if let Some(e) = w.refused {
+            return Err(KafkaSourceError::StoreRefused {
+                feature: self.source.name.to_string(),
+                error: e,
+            });
+        }
         self.metrics.batch_written(w.messages, w.records, w.elapsed);
         let now_ms = Timestamp::now().0 / 1000;
         for ms in &w.kafka_ms {

@@ -2,8 +2,9 @@
 
 use rdkafka::error::KafkaError;
 
-/// Why a Kafka source could not start. Once running it does not stop on errors:
-/// it logs them, counts them and retries.
+/// Why a Kafka source could not start, or stopped. Once running it stops only
+/// when retrying cannot help (a store that refuses the writes for good, a lost
+/// batch); other errors it logs, counts and retries.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum KafkaSourceError {
@@ -50,6 +51,19 @@ pub enum KafkaSourceError {
         feature: String,
         /// `it panicked` or `it was cancelled`.
         why: &'static str,
+    },
+    /// The store refuses the writes for good (credentials, configuration, data
+    /// it cannot take): retrying cannot help, so the source stops, committing
+    /// nothing past the last batch the store took.
+    #[error(
+        "feature `{feature}`: {}; {}; stopped without committing past the last batch the store took: mend it and restart the consumer, it resumes from the last commit",
+        error.message, error.kind.advice()
+    )]
+    StoreRefused {
+        /// The feature.
+        feature: String,
+        /// The store's error.
+        error: oka_storage::StoreError,
     },
 }
 

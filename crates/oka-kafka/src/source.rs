@@ -10,6 +10,7 @@ use oka_core::spec::KafkaSourceSpec;
 use oka_core::spec::kafka::bad_broker;
 use oka_core::{Entity, FeatureId, Registry};
 use oka_ingest::TimeBounds;
+use oka_storage::StoreWatch;
 use rdkafka::ClientConfig;
 
 use crate::error::KafkaSourceError;
@@ -155,6 +156,9 @@ pub struct RunOptions {
     pub stats_interval: Duration,
     /// The event-time bounds of records.
     pub bounds: TimeBounds,
+    /// The store's state, shared by every source's writes: each outage is
+    /// logged once, with its cause, however many batches wait on it.
+    pub store_watch: Arc<StoreWatch>,
 }
 
 impl Default for RunOptions {
@@ -169,6 +173,7 @@ impl Default for RunOptions {
             shutdown_timeout: Duration::from_secs(30),
             stats_interval: Duration::from_secs(5),
             bounds: TimeBounds::default(),
+            store_watch: Arc::new(StoreWatch::new("the store", "unknown")),
         }
     }
 }

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use oka_core::{FeatureId, Registry};
 use oka_ingest::WritePath;
+use oka_storage::{StoreError, StoreWatch};
 use tokio::time::Instant;
-use tracing::warn;
+use tracing::debug;
 
 use crate::batch::{Batch, Span};
 use crate::dead_letter::DeadLetters;
@@ -31,6 +32,9 @@ pub struct Written {
     pub kafka_ms: Vec<i64>,
     /// From the hand-over to the store's acknowledgement.
     pub elapsed: Duration,
+    /// Why the store will not take the batch, however often it is written
+    /// again (credentials refused, misconfigured, …): the source stops.
+    pub refused: Option<StoreError>,
 }
 
 /// Where and how a batch is written.
@@ -52,6 +56,8 @@ pub struct Target {
     pub retry_base: Duration,
     /// The longest wait between attempts.
     pub retry_max: Duration,
+    /// The store's state: outages logged once.
+    pub store_watch: Arc<StoreWatch>,
 }
 
 /// Writes `batch` and its dead letters; returns once both are done.
@@ -78,15 +84,18 @@ pub async fn write(target: Target, batch: Batch) -> Written {
     let store = async {
         let mut wait = target.retry_base;
         while !rows.is_empty() {
-            match target
+            let written = target
                 .writer
                 .write(&target.registry, target.feature, rows.clone())
-                .await
-            {
+                .await;
+            match target.store_watch.observe(written) {
                 Ok(()) => break,
+                // Retrying cannot help: the source stops, committing nothing of it.
+                Err(e) if !e.kind.is_transient() => return Some(e),
                 Err(e) => {
                     target.metrics.store_retry();
-                    warn!(
+                    // The watch logged the outage once; each attempt only here.
+                    debug!(
                         feature = %target.name,
                         records,
                         error = %e,
@@ -98,8 +107,9 @@ pub async fn write(target: Target, batch: Batch) -> Written {
                 }
             }
         }
+        None
     };
-    tokio::join!(store, letters);
+    let (refused, ()) = tokio::join!(store, letters);
     Written {
         seq,
         spans,
@@ -107,5 +117,6 @@ pub async fn write(target: Target, batch: Batch) -> Written {
         records,
         kafka_ms,
         elapsed: started.elapsed(),
+        refused,
     }
 }

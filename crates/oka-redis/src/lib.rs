@@ -1,6 +1,7 @@
 //! Oka's Redis backend (`redis://`, `rediss://`, `redis-cluster://`), on `fred`.
 //!
-//! - [`store`]: [`RedisStore`], the key layout, batched reads and writes, error kinds.
+//! - [`store`]: [`RedisStore`], the key layout, batched reads and writes.
+//! - [`failure`]: fred's errors as store errors: kinds, causes in words, the connection's own failure.
 //! - [`tracking`]: the read cache kept exact by Redis's client tracking (`--cache tracking`).
 //! - [`url`]: the query options each URL scheme takes, and the `layout` option.
 //! - [`volga`]: Volga's hot-feature hashes (`layout=volga`, read-only), mapped onto Oka's records.
@@ -9,6 +10,7 @@
 //!
 //! The layout is documented in `docs/storage.md`.
 
+pub mod failure;
 pub mod store;
 pub mod tracking;
 pub mod url;

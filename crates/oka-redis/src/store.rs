@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fred::clients::Pool;
-use fred::error::{Error as FredError, ErrorKind};
+use fred::error::Error as FredError;
+
+use crate::failure::{Connection, map_error, unreachable};
 use fred::prelude::*;
 use fred::types::Value as RedisValue;
 use fred::types::scripts::Script;
@@ -93,6 +95,8 @@ pub struct RedisStore {
     /// How to connect again (for per-worker clients).
     url: String,
     options: RedisOptions,
+    /// The connections' latest failure, for commands that fail without one.
+    conn: Connection,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -119,7 +123,7 @@ const SCHEMES: &[&str] = &[
 fn tls_with_ca(path: &std::path::Path) -> Result<fred::types::config::TlsConnector, StoreError> {
     use rustls_pki_types::CertificateDer;
     use rustls_pki_types::pem::PemObject;
-    let bad = |m: String| StoreError::new(StoreErrorKind::Internal, m);
+    let bad = |m: String| StoreError::new(StoreErrorKind::Misconfigured, m);
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_file_iter(path)
         .map_err(|e| bad(format!("reading {}: {e}", path.display())))?
@@ -136,27 +140,6 @@ fn tls_with_ca(path: &std::path::Path) -> Result<fred::types::config::TlsConnect
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(config.into())
-}
-
-/// Maps a fred error to a store error kind.
-pub fn map_error(e: &FredError) -> StoreError {
-    let kind = match e.kind() {
-        ErrorKind::Timeout => StoreErrorKind::Timeout,
-        ErrorKind::IO
-        | ErrorKind::Canceled
-        | ErrorKind::Routing
-        | ErrorKind::Cluster
-        | ErrorKind::Sentinel
-        | ErrorKind::Auth
-        | ErrorKind::Tls
-        | ErrorKind::Backpressure
-        // fred reports "Failed to route command" while no connection is up.
-        | ErrorKind::Unknown => StoreErrorKind::Unavailable,
-        ErrorKind::Parse | ErrorKind::Protocol => StoreErrorKind::Corrupt,
-        _ => StoreErrorKind::Internal,
-    };
-    tracing::debug!(fred_kind = ?e.kind(), error = %e, "redis error");
-    StoreError::new(kind, format!("redis: {e}")).with_source(e.clone())
 }
 
 /// The history bound and the TTL in milliseconds (0: none).
@@ -187,7 +170,7 @@ impl RedisStore {
         let scheme = url.split_once("://").map_or("", |(s, _)| s);
         if !SCHEMES.contains(&scheme) {
             return Err(StoreError::new(
-                StoreErrorKind::Internal,
+                StoreErrorKind::Misconfigured,
                 format!(
                     "invalid redis url scheme `{scheme}`: expected one of {}",
                     SCHEMES.join(", ")
@@ -195,25 +178,26 @@ impl RedisStore {
             ));
         }
         crate::url::check_options(url)
-            .map_err(|e| StoreError::new(StoreErrorKind::Internal, e.to_string()))?;
+            .map_err(|e| StoreError::new(StoreErrorKind::Misconfigured, e.to_string()))?;
         let (driver_url, layout) = crate::url::take_layout(url)
-            .map_err(|e| StoreError::new(StoreErrorKind::Internal, e.to_string()))?;
+            .map_err(|e| StoreError::new(StoreErrorKind::Misconfigured, e.to_string()))?;
         let mut config = Config::from_url(&driver_url).map_err(|e| {
             StoreError::new(
-                StoreErrorKind::Internal,
+                StoreErrorKind::Misconfigured,
                 format!("invalid redis url: {}", e.details()),
             )
         })?;
         if let Some(ca) = &options.tls_ca_file {
             if config.tls.is_none() {
                 return Err(StoreError::new(
-                    StoreErrorKind::Internal,
+                    StoreErrorKind::Misconfigured,
                     "a TLS CA file was given but the url is not rediss://",
                 ));
             }
             config.tls = Some(tls_with_ca(ca)?.into());
         }
         let clustered = config.server.is_clustered();
+        let servers = config.server.hosts();
         let mut builder = Builder::from_config(config);
         builder
             .with_connection_config(|c| {
@@ -234,9 +218,13 @@ impl RedisStore {
         let pool = builder
             .build_pool(pool_size.max(1))
             .map_err(|e| map_error(&e))?;
-        pool.init().await.map_err(|e| map_error(&e))?;
+        if let Err(e) = pool.init().await {
+            return Err(unreachable(map_error(&e), &servers).await);
+        }
+        let conn = Connection::default();
         let script = Script::from_lua(WRITE_SCRIPT);
         for client in pool.clients() {
+            conn.watch(client);
             script.load(client).await.map_err(|e| map_error(&e))?;
         }
         Ok(Self {
@@ -247,6 +235,7 @@ impl RedisStore {
             script,
             url: url.to_owned(),
             options,
+            conn,
         })
     }
 
@@ -329,13 +318,13 @@ impl RedisStore {
         for name in &names {
             let fields = vec![volga::VALUES_FIELD, feature.entity.timestamp_name()];
             let queued: Result<(), FredError> = pipeline.hmget(name.as_str(), fields).await;
-            queued.map_err(|e| map_error(&e))?;
+            queued.map_err(|e| self.conn.map(&e))?;
         }
         let replies: Vec<RedisValue> = pipeline
             .try_all::<RedisValue>()
             .await
             .into_iter()
-            .map(|r| r.map_err(|e| map_error(&e)))
+            .map(|r| r.map_err(|e| self.conn.map(&e)))
             .collect::<Result<_, _>>()?;
         if replies.len() != keys.len() {
             return Err(StoreError::new(
@@ -418,7 +407,7 @@ impl FeatureStore for RedisStore {
         let replies: Vec<RedisValue> = match *query {
             Query::Latest if !self.clustered => {
                 let names: Vec<String> = keys.iter().map(|k| self.key(feature, k, "l")).collect();
-                let v: RedisValue = client.mget(names).await.map_err(|e| map_error(&e))?;
+                let v: RedisValue = client.mget(names).await.map_err(|e| self.conn.map(&e))?;
                 array_of(v)?
             }
             _ => {
@@ -444,13 +433,13 @@ impl FeatureStore for RedisStore {
                                 .await
                         }
                     };
-                    queued.map_err(|e| map_error(&e))?;
+                    queued.map_err(|e| self.conn.map(&e))?;
                 }
                 pipeline
                     .try_all::<RedisValue>()
                     .await
                     .into_iter()
-                    .map(|r| r.map_err(|e| map_error(&e)))
+                    .map(|r| r.map_err(|e| self.conn.map(&e)))
                     .collect::<Result<_, _>>()?
             }
         };
@@ -496,13 +485,13 @@ impl FeatureStore for RedisStore {
                     // The server lost its script cache (a restart, SCRIPT FLUSH):
                     // reload and write the chunk once more; the script is idempotent.
                     for c in self.pool.clients() {
-                        self.script.load(c).await.map_err(|e| map_error(&e))?;
+                        self.script.load(c).await.map_err(|e| self.conn.map(&e))?;
                     }
                     self.write_chunk(feature, chunk)
                         .await
-                        .map_err(|e| map_error(&e))?;
+                        .map_err(|e| self.conn.map(&e))?;
                 }
-                other => other.map_err(|e| map_error(&e))?,
+                other => other.map_err(|e| self.conn.map(&e))?,
             }
         }
         Ok(())
@@ -526,7 +515,7 @@ impl FeatureStore for RedisStore {
 
     async fn health(&self) -> Result<(), StoreError> {
         let client = self.pool.next().with_options(&self.fail_fast());
-        let _: RedisValue = client.ping(None).await.map_err(|e| map_error(&e))?;
+        let _: RedisValue = client.ping(None).await.map_err(|e| self.conn.map(&e))?;
         Ok(())
     }
 }

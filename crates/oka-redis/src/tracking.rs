@@ -21,7 +21,7 @@ use fred::types::RespVersion;
 use oka_core::EntityKey;
 use oka_storage::{RecordCache, StoreError, StoreErrorKind};
 
-use crate::store::map_error;
+use crate::failure::map_error;
 
 /// The name of the tracking connection (`CLIENT LIST`).
 pub const CONNECTION_NAME: &str = "oka-cache-tracking";

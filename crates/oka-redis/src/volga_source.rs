@@ -10,7 +10,7 @@ use fred::types::Value as RedisValue;
 use fred::types::scan::ScanType;
 use oka_storage::{StoreError, StoreErrorKind};
 
-use crate::store::map_error;
+use crate::failure::map_error;
 use crate::volga::PREFIX;
 
 /// One Volga hash: its Redis key, the feature named in the key, and its fields.
@@ -54,7 +54,7 @@ impl VolgaSource {
         let scheme = url.split_once("://").map_or("", |(s, _)| s);
         if !matches!(scheme, "redis" | "rediss") {
             return Err(StoreError::new(
-                StoreErrorKind::Internal,
+                StoreErrorKind::Misconfigured,
                 format!(
                     "Volga's Redis data is read from a redis:// or rediss:// URL, not {scheme}://"
                 ),
@@ -62,10 +62,11 @@ impl VolgaSource {
         }
         let config = Config::from_url(url).map_err(|e| {
             StoreError::new(
-                StoreErrorKind::Internal,
+                StoreErrorKind::Misconfigured,
                 format!("invalid redis url: {}", e.details()),
             )
         })?;
+        let servers = config.server.hosts();
         let client = Builder::from_config(config)
             .with_connection_config(|c| {
                 c.connection_timeout = timeout;
@@ -74,7 +75,9 @@ impl VolgaSource {
             .with_performance_config(|p| p.default_command_timeout = timeout)
             .build()
             .map_err(|e| map_error(&e))?;
-        client.init().await.map_err(|e| map_error(&e))?;
+        if let Err(e) = client.init().await {
+            return Err(crate::failure::unreachable(map_error(&e), &servers).await);
+        }
         Ok(Self { client })
     }
 

@@ -29,7 +29,6 @@ use scylla::client::PoolSize;
 use scylla::client::execution_profile::ExecutionProfile;
 use scylla::client::session::Session;
 use scylla::client::session_builder::SessionBuilder;
-use scylla::errors::{DbError, ExecutionError, NewSessionError, PrepareError, RequestAttemptError};
 use scylla::policies::load_balancing::DefaultPolicy;
 use scylla::policies::speculative_execution::SimpleSpeculativeExecutionPolicy;
 use scylla::policies::timestamp_generator::MonotonicTimestampGenerator;
@@ -37,6 +36,7 @@ pub use scylla::statement::Consistency;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
 
+use crate::failure::{map_execution_error, map_prepare_error, map_session_error, unreachable};
 use crate::schema::{self, Replication, StoreUrl, TABLE};
 
 /// Records per single-partition batch (larger groups are split).
@@ -191,7 +191,10 @@ async fn open_session(parsed: &StoreUrl, options: &ScyllaOptions) -> Result<Sess
     if let Some((user, password)) = &parsed.credentials {
         builder = builder.user(user, password);
     }
-    builder.build().await.map_err(|e| map_session_error(&e))
+    match builder.build().await {
+        Ok(session) => Ok(session),
+        Err(e) => Err(unreachable(map_session_error(&e), &parsed.nodes).await),
+    }
 }
 
 /// Creates the keyspace and table if missing, and waits for the cluster to agree.
@@ -232,9 +235,7 @@ impl Statements {
         let prepare = |cql: String, consistency: Consistency| async move {
             let mut ps = session.prepare(cql).await.map_err(|e| {
                     let mut err = map_prepare_error(&e);
-                    if err.message.contains("unconfigured table")
-                        || err.message.contains("does not exist")
-                    {
+                    if err.kind == StoreErrorKind::Misconfigured {
                         err.message = format!(
                             "{}: create it with --store-create-schema, or run the DDL from `oka schema`",
                             err.message
@@ -280,65 +281,6 @@ impl Statements {
             .await?,
         })
     }
-}
-
-/// Maps a driver error to a store error kind.
-pub fn map_execution_error(e: &ExecutionError) -> StoreError {
-    let kind = match e {
-        ExecutionError::RequestTimeout(_) => StoreErrorKind::Timeout,
-        ExecutionError::EmptyPlan | ExecutionError::ConnectionPoolError(_) => {
-            StoreErrorKind::Unavailable
-        }
-        ExecutionError::LastAttemptError(attempt) => attempt_kind(attempt),
-        ExecutionError::PrepareError(p) => prepare_kind(p),
-        _ => StoreErrorKind::Internal,
-    };
-    tracing::debug!(error = %e, ?kind, "cql error");
-    StoreError::new(kind, format!("cql: {e}")).with_source(e.clone())
-}
-
-fn attempt_kind(e: &RequestAttemptError) -> StoreErrorKind {
-    match e {
-        RequestAttemptError::DbError(db, _) => match db {
-            DbError::ReadTimeout { .. } | DbError::WriteTimeout { .. } => StoreErrorKind::Timeout,
-            DbError::Unavailable { .. }
-            | DbError::Overloaded
-            | DbError::IsBootstrapping
-            | DbError::ReadFailure { .. }
-            | DbError::WriteFailure { .. }
-            | DbError::RateLimitReached { .. } => StoreErrorKind::Unavailable,
-            _ => StoreErrorKind::Internal,
-        },
-        RequestAttemptError::BrokenConnectionError(_)
-        | RequestAttemptError::UnableToAllocStreamId => StoreErrorKind::Unavailable,
-        RequestAttemptError::CqlResultParseError(_)
-        | RequestAttemptError::CqlErrorParseError(_)
-        | RequestAttemptError::BodyExtensionsParseError(_)
-        | RequestAttemptError::UnexpectedResponse(_) => StoreErrorKind::Corrupt,
-        _ => StoreErrorKind::Internal,
-    }
-}
-
-fn prepare_kind(e: &PrepareError) -> StoreErrorKind {
-    match e {
-        PrepareError::ConnectionPoolError(_) => StoreErrorKind::Unavailable,
-        PrepareError::AllAttemptsFailed { first_attempt } => attempt_kind(first_attempt),
-        _ => StoreErrorKind::Internal,
-    }
-}
-
-pub(crate) fn map_session_error(e: &NewSessionError) -> StoreError {
-    let kind = match e {
-        NewSessionError::FailedToResolveAnyHostname(_)
-        | NewSessionError::EmptyKnownNodesList
-        | NewSessionError::MetadataError(_) => StoreErrorKind::Unavailable,
-        _ => StoreErrorKind::Internal,
-    };
-    StoreError::new(kind, format!("cql: {e}")).with_source(e.clone())
-}
-
-fn map_prepare_error(e: &PrepareError) -> StoreError {
-    StoreError::new(prepare_kind(e), format!("cql: {e}")).with_source(e.clone())
 }
 
 /// The history bound and the TTL in seconds (0: none) of a feature.

@@ -12,7 +12,7 @@ use scylla::response::{PagingState, PagingStateResponse};
 use scylla::statement::unprepared::Statement;
 
 use crate::StoreUrl;
-use crate::store::{map_execution_error, map_session_error};
+use crate::failure::{map_execution_error, map_session_error, unreachable};
 
 /// Volga's keyspace when the URL names none.
 pub const VOLGA_KEYSPACE: &str = "persistent";
@@ -65,7 +65,10 @@ impl VolgaCqlSource {
         if let Some((user, password)) = &parsed.credentials {
             builder = builder.user(user, password);
         }
-        let session = builder.build().await.map_err(|e| map_session_error(&e))?;
+        let session = match builder.build().await {
+            Ok(session) => session,
+            Err(e) => return Err(unreachable(map_session_error(&e), &parsed.nodes).await),
+        };
         Ok(Self {
             session,
             table: format!("{keyspace}.{VOLGA_TABLE}"),

@@ -86,19 +86,23 @@ pub const UNSUPPORTED_BY_STORE: &str = "this server reads a store in Volga's lay
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        // The details stay in the log; the client gets the kind.
-        match e.kind {
-            StoreErrorKind::Timeout | StoreErrorKind::Unavailable | StoreErrorKind::Unsupported => {
-                tracing::debug!(kind = ?e.kind, error = %e.message, "store call failed");
-            }
-            _ => tracing::warn!(kind = ?e.kind, error = %e.message, "store call failed"),
+        // The details stay in the log; the client gets the kind. An outage of the
+        // store is logged once, when it starts, by the server's `StoreWatch`.
+        if e.kind.is_outage() || e.kind == StoreErrorKind::Unsupported {
+            tracing::debug!(kind = e.kind.label(), error = %e.message, "store call failed");
+        } else {
+            tracing::warn!(kind = e.kind.label(), error = %e.message, "store call failed");
         }
         match e.kind {
             StoreErrorKind::Timeout => Self::new(
                 ErrorCode::StoreTimeout,
                 "the feature store did not answer in time",
             ),
-            StoreErrorKind::Unavailable => Self::new(
+            // Credentials or configuration the store refuses: this instance
+            // cannot serve, another may; the client cannot mend it either way.
+            StoreErrorKind::Unavailable
+            | StoreErrorKind::Unauthorized
+            | StoreErrorKind::Misconfigured => Self::new(
                 ErrorCode::StoreUnavailable,
                 "the feature store is unavailable",
             ),

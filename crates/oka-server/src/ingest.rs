@@ -35,10 +35,13 @@ pub async fn ingest(shared: &Shared, body: &[u8]) -> Result<Vec<u8>, ApiError> {
             ApiError::new(ErrorCode::UnsupportedByStore, crate::error::UNSUPPORTED_BY_STORE)
         }
         BodyError::Store { error, written } => {
-            tracing::warn!(kind = ?error.kind, error = %error.message, written, "ingest body failed in the store");
+            shared.store_watch.failed(&error);
+            tracing::debug!(kind = error.kind.label(), error = %error.message, written, "ingest body failed in the store");
             let (code, what) = match error.kind {
                 StoreErrorKind::Timeout => (ErrorCode::StoreTimeout, "did not answer in time"),
-                StoreErrorKind::Unavailable => (ErrorCode::StoreUnavailable, "is unavailable"),
+                StoreErrorKind::Unavailable
+                | StoreErrorKind::Unauthorized
+                | StoreErrorKind::Misconfigured => (ErrorCode::StoreUnavailable, "is unavailable"),
                 _ => (ErrorCode::Internal, "failed"),
             };
             ApiError::new(

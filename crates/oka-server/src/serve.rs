@@ -283,7 +283,8 @@ async fn read_all(
     };
     let results = tokio::time::timeout_at(deadline_at.into(), all)
         .await
-        .map_err(|_| deadline_exceeded(budget))??;
+        .map_err(|_| deadline_exceeded(budget))?;
+    let results = shared.store_watch.observe(results)?;
     let mut fetched = Fetched::new(prepared);
     for (id, rows) in results {
         fetched.insert(id, rows).map_err(execute_error)?;

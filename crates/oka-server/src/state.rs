@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use oka_core::Registry;
 use oka_core::request::RequestLimits;
-use oka_storage::FeatureStore;
+use oka_storage::{FeatureStore, StoreWatch};
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
@@ -128,6 +128,9 @@ pub struct Shared {
     reload_interval: Duration,
     /// The store.
     pub store: Arc<dyn FeatureStore>,
+    /// The store's state (available, or out and why), fed by the request path
+    /// and the readiness probe.
+    pub store_watch: StoreWatch,
     /// Prometheus metrics.
     pub metrics: Arc<Metrics>,
     /// The batched write path.
@@ -185,6 +188,7 @@ impl Shared {
             keys: ApiKeys::default(),
             reloader: None,
             reload_interval: DEFAULT_RELOAD_INTERVAL,
+            store_name: None,
         }
     }
 
@@ -306,6 +310,7 @@ pub struct SharedBuilder {
     keys: ApiKeys,
     reloader: Option<Reloader>,
     reload_interval: Duration,
+    store_name: Option<String>,
 }
 
 impl std::fmt::Debug for SharedBuilder {
@@ -315,6 +320,13 @@ impl std::fmt::Debug for SharedBuilder {
 }
 
 impl SharedBuilder {
+    /// How log lines about the store's state name it (its URL, password
+    /// redacted; default: the backend's name).
+    pub fn store_name(mut self, name: impl Into<String>) -> Self {
+        self.store_name = Some(name.into());
+        self
+    }
+
     /// Request limits.
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
@@ -355,6 +367,11 @@ impl SharedBuilder {
             reloader: self.reloader,
             reloading: Mutex::new(None),
             reload_interval: self.reload_interval,
+            store_watch: StoreWatch::new(
+                self.store_name
+                    .unwrap_or_else(|| self.store.backend().to_owned()),
+                self.store.backend(),
+            ),
             store: self.store,
             metrics,
             writer,

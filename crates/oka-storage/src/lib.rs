@@ -9,6 +9,8 @@
 //! - [`memory`]: the embedded default, a sharded concurrent map with bounded history.
 //! - [`conformance`]: the suite every backend must pass (run by each backend's tests).
 //! - [`fit`]: whether a spec fits a store (a latest-only store serves no history).
+//! - [`probe`]: why a store's address cannot be reached, in words.
+//! - [`watch`]: a store's state (available, or out and why), each change logged once.
 
 pub mod cache;
 pub mod coalesce;
@@ -16,10 +18,13 @@ pub mod codec;
 pub mod conformance;
 pub mod fit;
 pub mod memory;
+pub mod probe;
 pub mod store;
+pub mod watch;
 
 pub use cache::{Caching, RecordCache};
 pub use coalesce::Coalescing;
 pub use fit::{DoesNotFit, check_registry};
 pub use memory::MemoryStore;
 pub use store::{CacheStats, FeatureStore, StoreError, StoreErrorKind};
+pub use watch::{Outage, StoreWatch};

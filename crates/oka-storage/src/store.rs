@@ -12,8 +12,15 @@ use oka_core::{EntityKey, Feature, Query, Row};
 pub enum StoreErrorKind {
     /// The call did not finish in time.
     Timeout,
-    /// The store cannot be reached or refuses service.
+    /// The store cannot be reached or refuses service for now (transient).
     Unavailable,
+    /// The store refused the credentials (a wrong or rotated password, an ACL
+    /// change); retrying with the same ones will not help.
+    Unauthorized,
+    /// The store and this process disagree on how to talk: TLS, an unknown
+    /// database or keyspace, a missing table, a layout or schema mismatch, an
+    /// invalid URL; retrying will not help.
+    Misconfigured,
     /// The data addressed does not exist where it must (not for missing keys, which
     /// are simply empty).
     NotFound,
@@ -32,6 +39,8 @@ impl StoreErrorKind {
         match self {
             Self::Timeout => "the store did not answer in time",
             Self::Unavailable => "the store is unavailable",
+            Self::Unauthorized => "the store refused the credentials",
+            Self::Misconfigured => "the store is not configured as this process expects",
             Self::NotFound => "the store is missing data it needs",
             Self::Corrupt => "the store holds data that cannot be decoded",
             Self::Unsupported => "the store cannot do this",
@@ -42,6 +51,50 @@ impl StoreErrorKind {
     /// Whether retrying the same call may succeed.
     pub fn is_transient(self) -> bool {
         matches!(self, Self::Timeout | Self::Unavailable)
+    }
+
+    /// Whether the failure is the store's as a whole (every call fails alike
+    /// until it is mended), not one call's data.
+    pub fn is_outage(self) -> bool {
+        matches!(
+            self,
+            Self::Timeout | Self::Unavailable | Self::Unauthorized | Self::Misconfigured
+        )
+    }
+
+    /// What an operator should check, in words.
+    pub fn advice(self) -> &'static str {
+        match self {
+            Self::Timeout => {
+                "check the store's load and the network to it, or raise --store-timeout-ms"
+            }
+            Self::Unavailable => "check that the store is running and reachable from this machine",
+            Self::Unauthorized => {
+                "check the user and password in the store URL (or the Secret that holds them) against the store's, and the user's ACL"
+            }
+            Self::Misconfigured => {
+                "check the store URL's scheme (rediss:// for TLS) and --store-tls-ca-file, the database or keyspace, and the layout"
+            }
+            Self::NotFound | Self::Corrupt => {
+                "check what wrote the data: another writer or an older Oka may use the same key prefix or table"
+            }
+            Self::Unsupported => "use a store that can do this",
+            Self::Internal => "see the log line's error for the cause",
+        }
+    }
+
+    /// A bounded label for metrics and logs (`unavailable`, `unauthorized`, …).
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::Unavailable => "unavailable",
+            Self::Unauthorized => "unauthorized",
+            Self::Misconfigured => "misconfigured",
+            Self::NotFound => "not_found",
+            Self::Corrupt => "corrupt",
+            Self::Unsupported => "unsupported",
+            Self::Internal => "internal",
+        }
     }
 }
 
@@ -67,6 +120,17 @@ impl StoreError {
             message: message.into(),
             source: None,
         }
+    }
+
+    /// One line for operators: what is wrong, the cause in the backend's words,
+    /// and what to check (`the store refused the credentials (…); check …`).
+    pub fn explain(&self) -> String {
+        format!(
+            "{} ({}); {}",
+            self.kind.describe(),
+            self.message.trim_end_matches('.'),
+            self.kind.advice()
+        )
     }
 
     /// The same error, keeping `source` (the driver's error) as its cause.

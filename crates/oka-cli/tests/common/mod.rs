@@ -56,7 +56,7 @@ pub struct Oka {
     pub admin: SocketAddr,
 }
 
-/// Starts `oka serve ARGS` on free loopback ports, its log in `log` (or nowhere),
+/// Starts `oka serve ARGS` on free loopback ports, its log (default filter) in `log` (or nowhere),
 /// and waits until `/readyz` answers 200.
 pub fn start_oka(args: &[&str], log: Option<&std::path::Path>) -> Oka {
     let (port, admin_port) = (free_port(), free_port());
@@ -71,8 +71,9 @@ pub fn start_oka(args: &[&str], log: Option<&std::path::Path>) -> Oka {
         ])
         .stdout(Stdio::null());
     match log {
+        // The log a user gets: the default filter.
         Some(path) => cmd
-            .env("OKA_LOG", "oka_redis=debug,info")
+            .env_remove("OKA_LOG")
             .stderr(std::fs::File::create(path).unwrap()),
         None => cmd.stderr(Stdio::null()),
     };

@@ -38,6 +38,7 @@ pub fn render(
     workers: Vec<Arc<WorkerCounters>>,
     coalesced: Option<u64>,
     cache: Option<oka_storage::CacheStats>,
+    store: &oka_storage::StoreWatch,
 ) -> String {
     let mut scrape = Registry::default();
     scrape.register_collector(Box::new(Scrape {
@@ -46,6 +47,8 @@ pub fn render(
         workers,
         coalesced,
         cache,
+        store_available: store.outage().is_none(),
+        store_outages: store.outages(),
     }));
     let mut out = String::with_capacity(16 * 1024);
     // Writing into a String cannot fail, and the collector's own errors are the
@@ -62,6 +65,8 @@ struct Scrape {
     workers: Vec<Arc<WorkerCounters>>,
     coalesced: Option<u64>,
     cache: Option<oka_storage::CacheStats>,
+    store_available: bool,
+    store_outages: u64,
 }
 
 impl Collector for Scrape {
@@ -206,6 +211,26 @@ impl Collector for Scrape {
             "Failed store calls.",
             MetricType::Counter,
             [([("backend", backend)], &m.storage_errors)],
+        )?;
+        family(
+            e,
+            "oka_storage_available",
+            "1 while the store answers; 0 during an outage (unreachable, credentials refused, misconfigured, timing out), as logged.",
+            MetricType::Gauge,
+            [(
+                [("backend", backend)],
+                ConstGauge::new(i64::from(self.store_available)),
+            )],
+        )?;
+        family(
+            e,
+            "oka_storage_outages",
+            "Outages of the store begun since start (each logged once, with its cause).",
+            MetricType::Counter,
+            [(
+                [("backend", backend)],
+                ConstCounter::new(self.store_outages),
+            )],
         )?;
         if let Some(n) = self.coalesced {
             family(
@@ -479,7 +504,12 @@ mod tests {
             enabled: true,
             ..Default::default()
         };
-        let out = render(&metrics, &registry, workers, Some(4), Some(cache));
+        let watch = oka_storage::StoreWatch::new("memory://", "memory");
+        watch.failed(&oka_storage::StoreError::new(
+            oka_storage::StoreErrorKind::Unauthorized,
+            "refused",
+        ));
+        let out = render(&metrics, &registry, workers, Some(4), Some(cache), &watch);
         for line in [
             "# HELP oka_http_request_duration_seconds HTTP request latency by route and status class.",
             "# TYPE oka_http_request_duration_seconds histogram",
@@ -490,6 +520,8 @@ mod tests {
             "oka_http_refused_total{reason=\"body_timeout\"} 1",
             "oka_http_refused_total{reason=\"fd_limit\"} 0",
             "oka_storage_coalesced_reads_total{backend=\"memory\"} 4",
+            "oka_storage_available{backend=\"memory\"} 0",
+            "oka_storage_outages_total{backend=\"memory\"} 1",
             "# TYPE oka_cache_hits counter",
             "oka_cache_hits_total 9",
             "oka_cache_misses_total 0",

@@ -40,10 +40,12 @@ pub struct Readiness {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String, required = false)]
     pub note: Option<&'static str>,
-    /// When not ready: `store unavailable` or `shutting down`.
+    /// When not ready: `shutting down`, or why the store cannot serve and what
+    /// to check (`the store refused the credentials (…); check the user and
+    /// password …`).
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String, required = false)]
-    pub reason: Option<&'static str>,
+    pub reason: Option<String>,
 }
 
 /// The answer of a successful `POST /admin/reload`.
@@ -63,7 +65,7 @@ pub(super) async fn healthz() -> Response {
     json(StatusCode::OK, &Health { status: "ok" })
 }
 
-fn not_ready(reason: &'static str) -> Response {
+fn not_ready(reason: String) -> Response {
     let body = Readiness {
         ready: false,
         note: None,
@@ -77,18 +79,19 @@ fn not_ready(reason: &'static str) -> Response {
     summary = "Readiness: the store's health check",
     responses(
         (status = 200, description = "Ready: the store's health check passed. With the in-process `memory://` store the answer adds a `note`.", body = Readiness),
-        (status = 503, description = "Not ready: the store is unavailable, or shutdown has begun (`reason` says which). No `Retry-After`.", body = Readiness),
+        (status = 503, description = "Not ready: the store cannot serve (`reason` says why: unreachable, credentials refused, misconfigured, too slow, and what to check), or shutdown has begun (`reason` is `shutting down`). No `Retry-After`.", body = Readiness),
     ))]
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     if state.shared.is_draining() {
-        return not_ready("shutting down");
+        return not_ready("shutting down".to_owned());
     }
     let ready = |note| Readiness {
         ready: true,
         note,
         reason: None,
     };
-    match state.shared.store.health().await {
+    let watch = &state.shared.store_watch;
+    match watch.observe(state.shared.store.health().await) {
         // The in-process store is ready, but its data goes with the process: say
         // so where operators look.
         Ok(()) if state.shared.store.backend() == "memory" => json(
@@ -98,10 +101,9 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
             )),
         ),
         Ok(()) => json(StatusCode::OK, &ready(None)),
-        Err(e) => {
-            tracing::warn!(backend = state.shared.store.backend(), error = %e, "store health check failed");
-            not_ready("store unavailable")
-        }
+        // The watch logged the change of state; the reason is this probe's
+        // failure (the cause may have grown more precise since the outage began).
+        Err(e) => not_ready(e.explain()),
     }
 }
 
@@ -123,6 +125,7 @@ pub(super) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -
         shared.workers(),
         shared.store.coalesced_reads(),
         shared.store.cache_stats(),
+        &shared.store_watch,
     );
     let openmetrics = headers
         .get_all(header::ACCEPT)
