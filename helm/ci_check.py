@@ -417,6 +417,8 @@ def assert_kafka_source(r: Render):
     secret = env["OKA_KAFKA_SECRET_OPTION_0"]["secretKeyRef"]
     assert (secret["name"], secret["key"]) == ("kafka-credentials", "password"), secret
     assert env["OKA_KAFKA_BROKERS"] == "kafka-0.kafka:9092,kafka-1.kafka:9092"
+    # Static membership named after the pod: a restarted container resumes at once.
+    assert env["OKA_KAFKA_INSTANCE_ID"] == {"fieldRef": {"fieldPath": "metadata.name"}}, env.get("OKA_KAFKA_INSTANCE_ID")
     sc = container(server["spec"]["template"]["spec"], "oka")
     senv = env_of(sc)
     for k in ("OKA_SPEC", "OKA_STORE", "OKA_STORE_KEY_PREFIX", "REDIS_PASSWORD"):

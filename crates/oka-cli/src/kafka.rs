@@ -53,6 +53,14 @@ pub struct KafkaArgs {
     /// milliseconds (the wait starts at 500 ms and doubles).
     #[arg(long, env = "OKA_KAFKA_RETRY_MAX_MS", default_value_t = 30_000)]
     pub retry_max_ms: u64,
+    /// A name of this consumer process that outlives a restart (the pod's name;
+    /// the Helm chart sets it): static group membership, each source's member
+    /// being `<ID>-<feature>` (`group.instance.id`). A consumer restarted after a
+    /// crash takes its partitions back at once instead of after the dead
+    /// member's session timeout. Two running processes must never share one.
+    /// Unset: dynamic membership.
+    #[arg(long, env = "OKA_KAFKA_INSTANCE_ID")]
+    pub instance_id: Option<String>,
     /// The prefix of each Kafka client's `client.id` (`<prefix>-<feature>`).
     #[arg(long, env = "OKA_KAFKA_CLIENT_ID", default_value = "oka")]
     pub client_id: String,
@@ -77,6 +85,7 @@ impl KafkaArgs {
             brokers: self.brokers.clone(),
             options: self.kafka_options.clone(),
             client_id: self.client_id.clone(),
+            instance_id: self.instance_id.clone(),
             in_flight: usize::from(self.in_flight),
             retry_max: Duration::from_millis(self.retry_max_ms.max(1)),
             shutdown_timeout: Duration::from_secs(self.shutdown_timeout_s),
@@ -95,7 +104,7 @@ enum BadOption {
     #[error("`{0}`: give KEY=VALUE, e.g. sasl.password=secret")]
     Shape(String),
     #[error(
-        "Oka sets `{0}` itself (give the brokers with --brokers, the group and start in the spec)"
+        "Oka sets `{0}` itself (give the brokers with --brokers, the instance id with --instance-id, the group and start in the spec)"
     )]
     Reserved(String),
 }

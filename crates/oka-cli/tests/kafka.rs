@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use common::{OKA, http, start_oka, tmp_file};
 use kafka_support::{
-    Kafka, Redis, missing, services, signal, spec, start_source, unique, wait_for,
+    Kafka, Redis, missing, services, signal, spec, start_source, start_source_with, unique,
+    wait_for,
 };
 
 const MINUTE: Duration = Duration::from_secs(60);
@@ -80,7 +81,12 @@ fn a_consumer_killed_with_batches_in_flight_loses_nothing() {
     kafka.create_topic(&topic, PARTITIONS);
     kafka.produce_clicks(&topic, 0, 4000, PARTITIONS);
     let spec = spec(&topic, &group, "");
-    let mut source = start_source(&spec, &kafka.brokers, &redis.url(), &prefix);
+    // Static membership: the consumer restarted under the same name takes its
+    // partitions back at once, not after the killed one's session timeout.
+    let instance = unique("pod");
+    let flags = ["--instance-id", instance.as_str()];
+    let mut source = start_source_with(&spec, &kafka.brokers, &redis.url(), &prefix, &flags);
+    source.wait_joined();
     wait_for("some records written", 2 * MINUTE, || {
         source.metric("oka_kafka_records_written_total", "") >= 400.0
     });
@@ -104,8 +110,16 @@ fn a_consumer_killed_with_batches_in_flight_loses_nothing() {
         "killed before committing everything received ({committed} committed, {written} written)"
     );
     kafka.produce_clicks(&topic, 4000, 8000, PARTITIONS);
-    let mut again = start_source(&spec, &kafka.brokers, &redis.url(), &prefix);
-    again.wait_joined();
+    let restarted = std::time::Instant::now();
+    let again = start_source_with(&spec, &kafka.brokers, &redis.url(), &prefix, &flags);
+    wait_for("/readyz 200 after the restart", MINUTE, || {
+        http(again.admin, "GET", "/readyz", "").is_some_and(|(s, _)| s == 200)
+    });
+    let took = restarted.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "ready {took:?} after the restart: the group waited for the killed member"
+    );
     wait_for("the group to commit every offset", 2 * MINUTE, || {
         kafka.committed(&group, &topic, PARTITIONS) == kafka.ends(&topic, PARTITIONS)
     });

@@ -94,6 +94,9 @@ impl KafkaSource {
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
             .set("enable.partition.eof", "false");
+        if let Some(id) = &opts.instance_id {
+            c.set("group.instance.id", format!("{id}-{}", self.name));
+        }
         Ok(c)
     }
 
@@ -142,6 +145,10 @@ pub struct RunOptions {
     pub options: Vec<(String, String)>,
     /// The prefix of each client's `client.id` (`<prefix>-<feature>`).
     pub client_id: String,
+    /// This process's stable name, for static group membership: each source's
+    /// member is `<instance_id>-<feature>` (`group.instance.id`), so a restarted
+    /// consumer resumes its partitions at once. `None`: dynamic membership.
+    pub instance_id: Option<String>,
     /// Batches of one source being written at once; when all are busy and the
     /// next is full, fetching pauses.
     pub in_flight: usize,
@@ -167,6 +174,7 @@ impl Default for RunOptions {
             brokers: None,
             options: Vec::new(),
             client_id: "oka".to_owned(),
+            instance_id: None,
             in_flight: 2,
             retry_base: Duration::from_millis(500),
             retry_max: Duration::from_secs(30),

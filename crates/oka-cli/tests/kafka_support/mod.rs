@@ -223,6 +223,17 @@ impl Drop for Source {
 /// a file; waits until its admin port answers (not until it joined: see
 /// [`Source::wait_joined`]).
 pub fn start_source(spec: &Path, brokers: &str, store: &str, prefix: &str) -> Source {
+    start_source_with(spec, brokers, store, prefix, &[])
+}
+
+/// [`start_source`] with more flags.
+pub fn start_source_with(
+    spec: &Path,
+    brokers: &str,
+    store: &str,
+    prefix: &str,
+    extra: &[&str],
+) -> Source {
     let port = free_port();
     let log = tmp_file(&format!("{}.log", unique("kafka-source")), "");
     let child = Command::new(OKA)
@@ -238,6 +249,7 @@ pub fn start_source(spec: &Path, brokers: &str, store: &str, prefix: &str) -> So
         ])
         .args(["--admin-listen", &format!("127.0.0.1:{port}")])
         .args(["--stats-interval-ms", "500", "--retry-max-ms", "1000"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()

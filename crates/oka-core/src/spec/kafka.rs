@@ -21,7 +21,7 @@ pub const MAX_MAX_WAIT_MS: u64 = 60_000;
 
 /// librdkafka settings Oka sets itself, with the spec field that says what they
 /// would (`None`: Oka needs it as it is).
-pub const RESERVED_OPTIONS: [(&str, Option<&str>); 7] = [
+pub const RESERVED_OPTIONS: [(&str, Option<&str>); 8] = [
     ("bootstrap.servers", Some("brokers")),
     ("metadata.broker.list", Some("brokers")),
     ("group.id", Some("group")),
@@ -29,6 +29,7 @@ pub const RESERVED_OPTIONS: [(&str, Option<&str>); 7] = [
     ("enable.auto.commit", None),
     ("enable.auto.offset.store", None),
     ("enable.partition.eof", None),
+    ("group.instance.id", Some("oka source kafka --instance-id")),
 ];
 
 /// A Kafka topic consumed into a pipeline feature, at least once.
