@@ -210,7 +210,7 @@ fn ingest_then_serve(store: &str, store_args: &[&str], ingest_args: &[&str]) {
 /// The seed workload on Redis. Needs `OKA_TEST_REDIS_URL` (set by `.ci/run`).
 #[test]
 fn ingest_then_serve_from_redis() {
-    let Some(url) = service_url("OKA_TEST_REDIS_URL", "OKA_REQUIRE_REDIS") else {
+    let Some(url) = service_url("OKA_TEST_REDIS_URL") else {
         return;
     };
     let prefix = format!("oka-cli-test-{}:", std::process::id());
@@ -221,7 +221,7 @@ fn ingest_then_serve_from_redis() {
 /// lands in Redis, and `oka serve` answers from it. Needs `OKA_TEST_REDIS_URL`.
 #[test]
 fn ingest_from_standard_input_then_serve_from_redis() {
-    let Some(url) = service_url("OKA_TEST_REDIS_URL", "OKA_REQUIRE_REDIS") else {
+    let Some(url) = service_url("OKA_TEST_REDIS_URL") else {
         return;
     };
     let prefix = format!("oka-cli-stdin-{}:", std::process::id());
@@ -293,7 +293,7 @@ fn ingest_from_standard_input_then_serve_from_redis() {
 /// `.ci/run`, which starts Cassandra 5).
 #[test]
 fn ingest_then_serve_from_cassandra() {
-    let Some(url) = service_url("OKA_TEST_CQL_URL", "OKA_REQUIRE_CQL") else {
+    let Some(url) = service_url("OKA_TEST_CQL_URL") else {
         return;
     };
     let base = url.rsplit_once('/').map_or(url.as_str(), |(b, _)| b);
@@ -394,12 +394,7 @@ features:
 /// (gated like the other Redis tests).
 #[test]
 fn redis_outage_and_recovery_without_restart() {
-    if std::env::var("OKA_TEST_REDIS_URL").is_err() {
-        assert!(
-            std::env::var("OKA_REQUIRE_REDIS").as_deref() != Ok("1"),
-            "OKA_TEST_REDIS_URL not set"
-        );
-        eprintln!("OKA_TEST_REDIS_URL not set: skipping");
+    if service_url("OKA_TEST_REDIS_URL").is_none() {
         return;
     }
     let redis_port = free_port();
@@ -511,7 +506,7 @@ fn redis_outage_and_recovery_without_restart() {
 /// were refused; `oka ingest` mid-file stops with one line instead of retrying.
 #[test]
 fn a_rotated_redis_password_is_said_once_and_stops_ingest() {
-    if service_url("OKA_TEST_REDIS_URL", "OKA_REQUIRE_REDIS").is_none() {
+    if service_url("OKA_TEST_REDIS_URL").is_none() {
         return;
     }
     let port = free_port();

@@ -13,6 +13,68 @@ use oka_core::{EntityKey, Feature, NativeUdfs, Query, Registry, Row, Timestamp, 
 
 use crate::store::FeatureStore;
 
+/// The services test suites run against: the variable that gives a service's
+/// address, the one that makes its absence a failure, and its name.
+const SERVICES: [(&str, &str, &str); 3] = [
+    ("OKA_TEST_REDIS_URL", "OKA_REQUIRE_REDIS", "Redis"),
+    ("OKA_TEST_CQL_URL", "OKA_REQUIRE_CQL", "ScyllaDB/Cassandra"),
+    ("OKA_TEST_KAFKA_BROKERS", "OKA_REQUIRE_KAFKA", "Kafka"),
+];
+
+/// The address of a service a test needs, from `var` (one of `OKA_TEST_REDIS_URL`,
+/// `OKA_TEST_CQL_URL`, `OKA_TEST_KAFKA_BROKERS`), or `None`: the test then
+/// returns, skipped. A skip is never silent: the first one of each service in a
+/// test binary writes one line to the terminal (past the test harness's capture,
+/// so it shows under passing tests too). With the service's `OKA_REQUIRE_*=1`
+/// (`.ci/run` sets them all) a missing address fails the test instead.
+pub fn service(var: &str) -> Option<String> {
+    if let Ok(url) = std::env::var(var)
+        && !url.is_empty()
+    {
+        return Some(url);
+    }
+    let (require, name) = SERVICES
+        .iter()
+        .find(|(v, _, _)| *v == var)
+        .map_or(("", var), |(_, r, n)| (*r, *n));
+    assert!(
+        require.is_empty() || std::env::var(require).as_deref() != Ok("1"),
+        "{require}=1 but {var} is not set: start {name} and give its address in {var}"
+    );
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let first = SAID.lock().is_ok_and(|mut said| {
+        let first = !said.iter().any(|v| v == var);
+        if first {
+            said.push(var.to_owned());
+        }
+        first
+    });
+    if first {
+        let suite = std::env::args()
+            .next()
+            .map(|a| {
+                let file = a.rsplit('/').next().unwrap_or(&a).to_owned();
+                // `cli-373bf9abf32dc70e`: the test binary without its hash.
+                file.rsplit_once('-')
+                    .map_or(file.clone(), |(n, _)| n.to_owned())
+            })
+            .unwrap_or_default();
+        // Cargo names the package when it runs the tests.
+        let suite = match std::env::var("CARGO_PKG_NAME") {
+            Ok(package) => format!("{package} {suite}"),
+            Err(_) => suite,
+        };
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!(
+                "SKIPPED: the {name} tests of `{suite}`: {var} is not set (set it to run them; {require}=1 makes this a failure)\n"
+            )
+            .as_bytes(),
+        );
+    }
+    None
+}
+
 /// History bound of the suite's feature.
 pub const HISTORY: usize = 10;
 

@@ -96,17 +96,8 @@ pub fn start_oka(args: &[&str], log: Option<&std::path::Path>) -> Oka {
     }
 }
 
-/// A service URL from `var`, or `None` (skip) unless `require` is set to 1.
-pub fn service_url(var: &str, require: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var(require).as_deref() != Ok("1"),
-                "{require}=1 but {var} is not set"
-            );
-            eprintln!("{var} not set: skipping");
-            None
-        }
-    }
+/// A service URL from `var`, or `None` (the test is skipped, and says so once;
+/// a failure under `OKA_REQUIRE_*=1`): [`oka_storage::conformance::service`].
+pub fn service_url(var: &str) -> Option<String> {
+    oka_storage::conformance::service(var)
 }

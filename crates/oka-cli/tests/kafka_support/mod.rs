@@ -20,8 +20,8 @@ use crate::common::{OKA, free_port, http, service_url, start_oka, tmp_file};
 /// The broker and the Redis URL of the environment, or `None` (the test skips;
 /// it fails instead under OKA_REQUIRE_KAFKA=1 / OKA_REQUIRE_REDIS=1).
 pub fn services() -> Option<(String, String)> {
-    let kafka = service_url("OKA_TEST_KAFKA_BROKERS", "OKA_REQUIRE_KAFKA");
-    let redis = service_url("OKA_TEST_REDIS_URL", "OKA_REQUIRE_REDIS");
+    let kafka = service_url("OKA_TEST_KAFKA_BROKERS");
+    let redis = service_url("OKA_TEST_REDIS_URL");
     Some((kafka?, redis?))
 }
 

@@ -11,17 +11,7 @@ use oka_redis::{RedisOptions, RedisStore};
 /// Without it the Redis tests are skipped, unless `OKA_REQUIRE_REDIS=1` (set by
 /// `.ci/run`), which makes a missing server a failure.
 pub fn redis_url() -> Option<String> {
-    match std::env::var("OKA_TEST_REDIS_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("OKA_REQUIRE_REDIS").as_deref() != Ok("1"),
-                "OKA_REQUIRE_REDIS=1 but OKA_TEST_REDIS_URL is not set"
-            );
-            eprintln!("OKA_TEST_REDIS_URL not set: skipping Redis tests");
-            None
-        }
-    }
+    oka_storage::conformance::service("OKA_TEST_REDIS_URL")
 }
 
 pub async fn connect(url: &str) -> RedisStore {

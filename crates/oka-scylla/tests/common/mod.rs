@@ -7,17 +7,7 @@ use oka_scylla::{ScyllaOptions, ScyllaStore};
 /// set by `.ci/run`, which starts Cassandra). Without it the CQL tests are skipped,
 /// unless `OKA_REQUIRE_CQL=1` (set by `.ci/run`) makes a missing node a failure.
 pub fn cql_url() -> Option<String> {
-    match std::env::var("OKA_TEST_CQL_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var("OKA_REQUIRE_CQL").as_deref() != Ok("1"),
-                "OKA_REQUIRE_CQL=1 but OKA_TEST_CQL_URL is not set"
-            );
-            eprintln!("OKA_TEST_CQL_URL not set: skipping ScyllaDB/Cassandra tests");
-            None
-        }
-    }
+    oka_storage::conformance::service("OKA_TEST_CQL_URL")
 }
 
 /// Connects, creating the keyspace and table if missing.
