@@ -38,9 +38,10 @@ pub struct RawBody<'a> {
     /// timestamp field is optional (an RFC 3339 string or epoch seconds; the
     /// server's time at receipt if absent); value fields are optional (`null` if
     /// absent). A record with an unknown field, a wrong type or an out-of-range
-    /// timestamp is rejected alone.
+    /// timestamp, or that is not an object at all, is rejected alone (listed in
+    /// the answer's `errors`): any JSON value is taken here.
     #[serde(borrow)]
-    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Object>))]
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Value>))]
     pub records: &'a RawValue,
 }
 

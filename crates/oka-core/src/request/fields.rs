@@ -137,7 +137,10 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for FieldMap<V> {
 #[cfg(feature = "openapi")]
 pub mod openapi {
     use serde_json::json;
-    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
+    use utoipa::openapi::schema::{
+        AllOfBuilder, AnyOfBuilder, ArrayBuilder, KnownFormat, ObjectBuilder, SchemaFormat,
+        SchemaType, Type,
+    };
 
     use crate::query::MAX_LAST_N;
 
@@ -189,13 +192,40 @@ pub mod openapi {
         ))
     }
 
-    /// One feature's `query_args`.
-    pub fn query_arg_map() -> ObjectBuilder {
+    /// One feature's `query_args`: `start`/`end` (a range) or `n` (the last n),
+    /// never both.
+    pub fn query_arg_map() -> AllOfBuilder {
+        let none = || ObjectBuilder::new().schema_type(Type::Null);
+        // No `type`: `properties` constrains objects only, so `null` passes.
+        let fields = || ObjectBuilder::new().schema_type(SchemaType::AnyValue);
+        let one_kind = AnyOfBuilder::new()
+            .item(fields().property("n", none()))
+            .item(fields().property("start", none()).property("end", none()))
+            .description(Some(
+                "`start`/`end` or `n`, not both (a `null` one counts as not given).",
+            ));
+        AllOfBuilder::new().item(query_arg_fields()).item(one_kind)
+    }
+
+    fn query_arg_fields() -> ObjectBuilder {
         let bound = |what: &str| {
-            ObjectBuilder::new()
-                .schema_type(SchemaType::Array(vec![Type::String, Type::Number, Type::Null]))
+            // Epoch seconds as far as microseconds in an i64 reach.
+            let secs = 9.2e12;
+            AnyOfBuilder::new()
+                .item(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime))),
+                )
+                .item(
+                    ObjectBuilder::new()
+                        .schema_type(Type::Number)
+                        .minimum(Some(-secs))
+                        .maximum(Some(secs)),
+                )
+                .item(ObjectBuilder::new().schema_type(Type::Null))
                 .description(Some(format!(
-                    "The {what} of a `range` read, inclusive: an RFC 3339 timestamp or epoch seconds."
+                    "The {what} of a `range` read, inclusive: an RFC 3339 timestamp with its offset, or epoch seconds."
                 )))
         };
         ObjectBuilder::new()

@@ -34,6 +34,7 @@ pub use prepared::{Fetch, FetchId, Group, Prepared, Target};
 pub struct FeatureRequest {
     /// Features to compute and return, pipeline or on-demand. Duplicates are
     /// dropped; results come back in request order.
+    #[cfg_attr(feature = "openapi", schema(min_items = 1))]
     pub target_features: Vec<String>,
     /// One key list for every target.
     #[serde(default)]
@@ -54,7 +55,8 @@ pub struct FeatureRequest {
     pub udf_args: Option<ArgMaps>,
     /// This request's deadline in milliseconds (overrides the server's default; the
     /// `X-Oka-Deadline-Ms` header overrides this).
-    #[serde(default)]
+    /// A whole number; JSON Schema counts `250.0` as one, and so does Oka.
+    #[serde(default, deserialize_with = "whole_number")]
     #[cfg_attr(feature = "openapi", schema(minimum = 1, maximum = 600_000))]
     pub deadline_ms: Option<u64>,
 }
@@ -69,6 +71,24 @@ impl FeatureRequest {
         "udf_args",
         "deadline_ms",
     ];
+}
+
+/// A non-negative whole number, written `250` or `250.0` (JSON does not tell them
+/// apart, and JSON Schema's `integer` takes both); `null` is none.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if let Some(u) = n.as_u64() {
+        return Ok(Some(u));
+    }
+    match n.as_f64() {
+        // Exact below 2^53; beyond that no deadline is meant anyway.
+        Some(f) if f.fract() == 0.0 && (0.0..9.0e15).contains(&f) => Ok(Some(f as u64)),
+        _ => Err(serde::de::Error::custom(format!(
+            "expected a whole number of milliseconds, got {n}"
+        ))),
+    }
 }
 
 /// What a request does with a key object that does not fit the entities its key

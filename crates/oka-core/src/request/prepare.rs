@@ -489,15 +489,22 @@ impl QueryArgs<'_> {
     /// `n`, from 1 to [`MAX_LAST_N`].
     fn count(&self) -> Result<Option<usize>, RequestError> {
         self.get("n")
-            .map(|j| match j.as_u64() {
-                Some(n) if (1..=MAX_LAST_N as u64).contains(&n) => Ok(n as usize),
-                _ => Err(err(
-                    ErrorCode::InvalidQueryArg,
-                    format!(
-                        "`query_args.{}.n` must be an integer from 1 to {MAX_LAST_N}",
-                        self.owner
-                    ),
-                )),
+            // `3.0` is a whole number too (JSON Schema's `integer` takes it).
+            .map(|j| {
+                match j.as_u64().or_else(|| {
+                    j.as_f64()
+                        .filter(|f| f.fract() == 0.0 && (0.0..1e15).contains(f))
+                        .map(|f| f as u64)
+                }) {
+                    Some(n) if (1..=MAX_LAST_N as u64).contains(&n) => Ok(n as usize),
+                    _ => Err(err(
+                        ErrorCode::InvalidQueryArg,
+                        format!(
+                            "`query_args.{}.n` must be an integer from 1 to {MAX_LAST_N}",
+                            self.owner
+                        ),
+                    )),
+                }
             })
             .transpose()
     }

@@ -15,7 +15,7 @@ use oka_core::request::FeatureRequest;
 use oka_ingest::body::{BodySummary, RawBody, Rejection};
 use utoipa::OpenApi;
 use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::Schema;
+use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Schema, SchemaType, Type};
 
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::openapi::{ApiKeys, render, to_json};
@@ -26,7 +26,7 @@ use crate::openapi::{ApiKeys, render, to_json};
     info(
         title = "Oka: serving port",
         version = env!("CARGO_PKG_VERSION"),
-        description = "Oka's feature API (default port 1122): feature requests in Oka's form (`POST /v1/features`) and Volga's (`/on_demand_compute`), the registry, and ingest. docs/api.md explains every field and error. Every route first checks the API key (when keys are configured), then reads the body (`--max-body-bytes`, `--body-read-timeout-ms`), then admits the request (`--max-in-flight-requests`). An unknown path is a `404 not_found` and a known path with another method a `405 method_not_allowed` (with `Allow`), both with the JSON error body. Where a schema says `integer`, send a JSON integer literal: `2.0` is refused with a 400, although JSON Schema counts it as an integer.",
+        description = "Oka's feature API (default port 1122): feature requests in Oka's form (`POST /v1/features`) and Volga's (`/on_demand_compute`), the registry, and ingest. docs/api.md explains every field and error. Every route first checks the API key (when keys are configured), then reads the body (`--max-body-bytes`, `--body-read-timeout-ms`), then admits the request (`--max-in-flight-requests`). An unknown path is a `404 not_found` and a known path with another method a `405 method_not_allowed` (with `Allow`), both with the JSON error body. Where a schema says `integer`, a whole number written `2.0` is taken as JSON Schema counts it (`deadline_ms`, `n`).",
         license(name = "Apache-2.0", identifier = "Apache-2.0"),
     ),
     servers((url = "http://127.0.0.1:1122", description = "A local `oka serve` (`--listen`).")),
@@ -93,7 +93,54 @@ impl utoipa::PartialSchema for VolgaFeatureRequest {
         if let RefOr::T(Schema::Object(lenient)) = &mut schema {
             lenient.additional_properties = None;
             lenient.description = Some(
-                "A feature request as Volga's routes read it: the fields of `FeatureRequest`, where a top-level field Oka does not know is ignored (as Volga's server did).".to_owned(),
+                "A feature request as Volga's routes read it: the fields of `FeatureRequest`, with Volga's leniency where Volga's server answered 200: a top-level field Oka does not know is ignored, `target_features` may be empty (the answer's `results` is then empty, and the other fields are not read), and a key object whose fields do not fit the entity (a missing key field, an unknown one, a value of the wrong type) is answered `null` with status `invalid_key` (so a key object's values may be any JSON value; a key that is not an object is still a 400).".to_owned(),
+            );
+            if let Some(RefOr::T(Schema::Array(targets))) =
+                lenient.properties.get_mut("target_features")
+            {
+                targets.min_items = None;
+            }
+            let any_keys = || {
+                let loose_key = ObjectBuilder::new().additional_properties(Some(
+                    ObjectBuilder::new().schema_type(SchemaType::AnyValue),
+                ));
+                ArrayBuilder::new().items(loose_key).description(Some(
+                    "Key objects; one whose fields do not fit the entity is answered `null` with status `invalid_key`.",
+                ))
+            };
+            lenient.properties.insert(
+                "keys".to_owned(),
+                any_keys()
+                    .schema_type(SchemaType::Array(vec![Type::Array, Type::Null]))
+                    .into(),
+            );
+            // With no targets nothing else is read (Volga answered 200 then);
+            // with targets, each feature's query arguments are checked against
+            // the query it reads (`400 invalid_query_arg`).
+            let any_args = ObjectBuilder::new()
+                .schema_type(SchemaType::Array(vec![Type::Object, Type::Null]))
+                .additional_properties(Some(
+                    ObjectBuilder::new().schema_type(SchemaType::AnyValue),
+                ));
+            lenient.properties.insert(
+                "query_args".to_owned(),
+                ObjectBuilder::new()
+                    .schema_type(SchemaType::Array(vec![Type::Object, Type::Null]))
+                    .additional_properties(Some(any_args))
+                    .description(Some(
+                        "Query parameters by feature name, as in `FeatureRequest`: `start`/`end` (RFC 3339 or epoch seconds) or `n`. Checked only for the features the targets read, so any values pass with an empty `target_features`.",
+                    ))
+                    .into(),
+            );
+            lenient.properties.insert(
+                "feature_keys".to_owned(),
+                ObjectBuilder::new()
+                    .schema_type(SchemaType::Array(vec![Type::Object, Type::Null]))
+                    .additional_properties(Some(any_keys()))
+                    .description(Some(
+                        "Key lists by feature name (Volga's form); items as in `keys`.",
+                    ))
+                    .into(),
             );
         }
         schema
@@ -102,7 +149,60 @@ impl utoipa::PartialSchema for VolgaFeatureRequest {
 
 impl utoipa::ToSchema for VolgaFeatureRequest {}
 
-static SERVING: LazyLock<String> = LazyLock::new(|| render(&to_json(&ServingApi::openapi())));
+static SERVING: LazyLock<String> = LazyLock::new(|| {
+    render(&keys_required(json_in_path(
+        to_json(&ServingApi::openapi()),
+    )))
+});
+
+/// A feature request needs a key list: `keys`, or `feature_keys` naming a
+/// feature (`400 missing_keys` otherwise), except on Volga's routes with no
+/// targets. utoipa's object schemas cannot carry the `anyOf` that says so.
+fn keys_required(mut doc: serde_json::Value) -> serde_json::Value {
+    let keys = serde_json::json!([
+        {"required": ["keys"], "properties": {"keys": {"type": "array"}}},
+        {"required": ["feature_keys"], "properties": {"feature_keys": {"type": "object", "minProperties": 1}}},
+    ]);
+    for (name, empty_targets) in [("FeatureRequest", false), ("VolgaFeatureRequest", true)] {
+        let mut any_of = keys.clone();
+        if empty_targets && let Some(a) = any_of.as_array_mut() {
+            a.push(serde_json::json!({"properties": {"target_features": {"maxItems": 0}}}));
+        }
+        if let Some(schema) = doc
+            .pointer_mut(&format!("/components/schemas/{name}"))
+            .and_then(|s| s.as_object_mut())
+        {
+            schema.insert("anyOf".to_owned(), any_of);
+        }
+    }
+    doc
+}
+
+/// The `{json}` parameter of `GET /on_demand_compute/{json}` described by its
+/// content (OpenAPI's `content`: JSON of a `VolgaFeatureRequest`), not as any
+/// string, which utoipa's parameters cannot say: a client generated from the
+/// document then sends a request, not `0`.
+fn json_in_path(mut doc: serde_json::Value) -> serde_json::Value {
+    let params = doc
+        .pointer_mut("/paths/~1on_demand_compute~1{json}/get/parameters")
+        .and_then(|p| p.as_array_mut());
+    for p in params.into_iter().flatten() {
+        if p["name"] == "json"
+            && let Some(p) = p.as_object_mut()
+        {
+            p.remove("schema");
+            p.remove("example");
+            p.insert(
+                "content".to_owned(),
+                serde_json::json!({"application/json": {
+                    "schema": {"$ref": "#/components/schemas/VolgaFeatureRequest"},
+                    "example": {"target_features": ["simple_feature"], "feature_keys": {"simple_feature": [{"id": "test-id-21"}]}},
+                }}),
+            );
+        }
+    }
+    doc
+}
 static ADMIN: LazyLock<String> = LazyLock::new(|| render(&to_json(&AdminApi::openapi())));
 
 /// The serving port's OpenAPI document (`docs/openapi.json`).

@@ -49,6 +49,16 @@ async fn slow_store_gives_504_within_the_deadline() {
     let body = SEED.replace("\"keys\"", "\"deadline_ms\": 1000, \"keys\"");
     let (status, resp) = send(&f.app, post("/v1/features", body)).await;
     assert_eq!(status, 200, "{}", body_text(resp).await);
+    // A whole number written as a float is one (JSON Schema's `integer` takes it
+    // too); a fraction is not.
+    let body = SEED.replace("\"keys\"", "\"deadline_ms\": 1000.0, \"keys\"");
+    let (status, resp) = send(&f.app, post("/v1/features", body)).await;
+    assert_eq!(status, 200, "{}", body_text(resp).await);
+    let body = SEED.replace("\"keys\"", "\"deadline_ms\": 1000.5, \"keys\"");
+    let (status, resp) = send(&f.app, post("/v1/features", body)).await;
+    let text = body_text(resp).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("whole number of milliseconds"), "{text}");
 
     let req = Request::post("/v1/features")
         .header("x-oka-deadline-ms", "soon")
