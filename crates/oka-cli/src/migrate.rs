@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use oka_core::{EntityKey, Feature, NativeUdfs, Registry, Row, Timestamp};
-use oka_redis::volga;
-use oka_redis::volga_source::{Page, VolgaHash, VolgaSource};
-use oka_scylla::volga::VolgaCqlSource;
+use oka_redis::volga_layout;
+use oka_redis::volga_reader::{Page, VolgaHash, VolgaReader};
+use oka_scylla::volga_reader::VolgaCqlReader;
 use oka_storage::FeatureStore;
 use serde::{Deserialize, Serialize};
 
@@ -163,12 +163,12 @@ impl State {
 }
 
 /// Volga's data: its Redis or its CQL table.
-enum Source {
-    Redis(VolgaSource),
-    Cql(Box<VolgaCqlSource>),
+enum VolgaData {
+    Redis(VolgaReader),
+    Cql(Box<VolgaCqlReader>),
 }
 
-impl Source {
+impl VolgaData {
     async fn connect(url: &str, timeout: Duration) -> Result<Self, oka_storage::StoreError> {
         let scheme = url.split_once("://").map_or(url, |(s, _)| s);
         if !matches!(scheme, "redis" | "rediss" | "scylla" | "cassandra") {
@@ -181,13 +181,13 @@ impl Source {
         }
         if url.starts_with("scylla://") || url.starts_with("cassandra://") {
             let quiet = crate::logs::quiet_driver();
-            let source = VolgaCqlSource::connect(url, timeout)
+            let source = VolgaCqlReader::connect(url, timeout)
                 .await
                 .map(|s| Self::Cql(Box::new(s)));
             drop(quiet);
             source
         } else {
-            VolgaSource::connect(url, timeout).await.map(Self::Redis)
+            VolgaReader::connect(url, timeout).await.map(Self::Redis)
         }
     }
 
@@ -204,8 +204,14 @@ impl Source {
                         key: format!("hot_features row ({}, {})", r.feature, r.keys_json),
                         feature: r.feature,
                         fields: [
-                            (volga::KEYS_FIELD.to_owned(), r.keys_json.into_bytes()),
-                            (volga::VALUES_FIELD.to_owned(), r.values_json.into_bytes()),
+                            (
+                                volga_layout::KEYS_FIELD.to_owned(),
+                                r.keys_json.into_bytes(),
+                            ),
+                            (
+                                volga_layout::VALUES_FIELD.to_owned(),
+                                r.values_json.into_bytes(),
+                            ),
                         ]
                         .into(),
                     })
@@ -253,7 +259,7 @@ pub fn run(args: &VolgaArgs, natives: &NativeUdfs) -> Result<bool> {
     let started = Instant::now();
     rt.block_on(async {
         let timeout = Duration::from_millis(args.store.store_timeout_ms.max(5000));
-        let source = Source::connect(&args.from, timeout)
+        let source = VolgaData::connect(&args.from, timeout)
             .await
             .map_err(|e| match e.kind {
                 // The URL itself (its scheme, its options): the message says what.
@@ -274,7 +280,7 @@ pub fn run(args: &VolgaArgs, natives: &NativeUdfs) -> Result<bool> {
 
 /// Copies page after page until the scan ends, saving the state after each.
 async fn copy(
-    source: &Source,
+    source: &VolgaData,
     store: &dyn FeatureStore,
     registry: &Registry,
     args: &VolgaArgs,
@@ -372,21 +378,21 @@ fn map_hash(
     feature: &Feature,
     hash: &VolgaHash,
     event_time: Timestamp,
-) -> Result<(EntityKey, Row), volga::MapError> {
+) -> Result<(EntityKey, Row), volga_layout::MapError> {
     let field = |name: &str| {
         hash.fields
             .get(name)
-            .ok_or_else(|| volga::MapError(format!("the hash has no `{name}` field")))
+            .ok_or_else(|| volga_layout::MapError(format!("the hash has no `{name}` field")))
     };
-    let keys = volga::keys_from_json(feature, field(volga::KEYS_FIELD)?)?;
+    let keys = volga_layout::keys_from_json(feature, field(volga_layout::KEYS_FIELD)?)?;
     let time = hash
         .fields
         .get(feature.entity.timestamp_name())
         .map(Vec::as_slice);
-    let row = volga::record(
+    let row = volga_layout::record(
         feature,
         &keys,
-        field(volga::VALUES_FIELD)?,
+        field(volga_layout::VALUES_FIELD)?,
         time,
         event_time,
     )?;

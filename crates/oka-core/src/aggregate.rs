@@ -8,14 +8,14 @@ use indexmap::IndexMap;
 
 use crate::entity::Entity;
 use crate::error::did_you_mean;
+use crate::kernels::{Acc, Stat, StatError, Takes};
 use crate::spec::AggOutputSpec;
-use crate::stats::{Acc, Stat, StatError, Takes};
 use crate::udf::{Input, UdfCall, UdfError};
 use crate::value::{FieldType, Row, Value};
 
 /// What one output aggregates.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Source {
+enum Operand {
     /// The records themselves (`count`).
     Records,
     /// A column of the window's entity, by index.
@@ -26,7 +26,7 @@ enum Source {
 #[derive(Debug, Clone)]
 struct Output {
     stat: Stat,
-    source: Source,
+    source: Operand,
 }
 
 /// A compiled aggregation: one [`Output`] per value field of the output entity,
@@ -164,7 +164,7 @@ fn output(over: &Entity, spec: &AggOutputSpec) -> Result<(Output, FieldType), Ou
         AggOutputSpec::Name(n) if n == "count" => {
             let o = Output {
                 stat: Stat::Count,
-                source: Source::Records,
+                source: Operand::Records,
             };
             return Ok((o, FieldType::Int));
         }
@@ -220,7 +220,7 @@ fn output(over: &Entity, spec: &AggOutputSpec) -> Result<(Output, FieldType), Ou
     Ok((
         Output {
             stat,
-            source: Source::Column(col),
+            source: Operand::Column(col),
         },
         out_ty,
     ))
@@ -256,8 +256,8 @@ impl AggregateUdf {
         for row in rows {
             for (i, (acc, o)) in accs.iter_mut().zip(&self.outputs).enumerate() {
                 let v = match o.source {
-                    Source::Records => &Value::Bool(true),
-                    Source::Column(c) => row.columns.get(c).unwrap_or(&Value::Null),
+                    Operand::Records => &Value::Bool(true),
+                    Operand::Column(c) => row.columns.get(c).unwrap_or(&Value::Null),
                 };
                 acc.push(v, row.event_time)
                     .map_err(|e| self.failed(call, i, &e))?;

@@ -10,7 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::plan::{Source, Step};
+use crate::plan::{Origin, Step};
 use crate::registry::{FeatureId, FeatureKind, Registry, UdfImpl};
 use crate::request::{Fetch, FetchId, Group, Prepared, Target};
 use crate::udf::{Input, UdfCall, UdfError};
@@ -274,8 +274,8 @@ fn run_group(
         .results
         .iter()
         .map(|src| match *src {
-            Source::Step(j) => step_out[j].clone(),
-            Source::Slot(s) => slot_outcomes(slots[s]),
+            Origin::Step(j) => step_out[j].clone(),
+            Origin::Slot(s) => slot_outcomes(slots[s]),
         })
         .collect();
     Ok(out)
@@ -309,7 +309,7 @@ fn gather_inputs(
     inputs.clear();
     for src in &step.inputs {
         let input = match *src {
-            Source::Slot(s) => {
+            Origin::Slot(s) => {
                 let (records, missing_if_empty) = slots[s];
                 let rows = &records[k];
                 if missing_if_empty {
@@ -318,7 +318,7 @@ fn gather_inputs(
                     Some(Input::Many(rows.as_slice().into()))
                 }
             }
-            Source::Step(j) => match &step_out[j][k] {
+            Origin::Step(j) => match &step_out[j][k] {
                 Outcome::Present(rows) => rows.first().cloned().map(Input::One),
                 Outcome::Missing => None,
                 Outcome::Error => return Err(Outcome::Error),

@@ -7,7 +7,7 @@
 //!   feature spec as written.
 //! - [`json`]: strict JSON bodies (an unknown field told apart by a typed check).
 //! - [`entity`]: entity schemas.
-//! - [`stats`]: aggregation kernels (sum, mean, percentile, …) shared by the CEL
+//! - [`kernels`]: aggregation kernels (sum, mean, percentile, …) shared by the CEL
 //!   functions and the declarative form.
 //! - [`udf`] and [`cel_udf`]: the UDF interface and native registration; CEL UDFs;
 //!   [`aggregate`]: declarative window aggregations.
@@ -30,6 +30,7 @@ pub mod error;
 pub mod execute;
 pub mod feature;
 pub mod json;
+pub mod kernels;
 pub mod key;
 pub mod loader;
 pub mod plan;
@@ -37,7 +38,6 @@ pub mod query;
 pub mod registry;
 pub mod request;
 pub mod spec;
-pub mod stats;
 mod topo;
 pub mod udf;
 pub mod value;

@@ -31,7 +31,7 @@ pub struct FetchSlot {
 
 /// Where a step's input or a target's result comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub enum Origin {
     /// A fetch slot's records.
     Slot(usize),
     /// An earlier step's output.
@@ -44,7 +44,7 @@ pub struct Step {
     /// The feature.
     pub feature: FeatureId,
     /// Its inputs, parallel to the feature's dependencies.
-    pub inputs: Vec<Source>,
+    pub inputs: Vec<Origin>,
 }
 
 /// The plan for one set of targets.
@@ -57,7 +57,7 @@ pub struct Plan {
     /// On-demand features in dependency order.
     pub steps: Vec<Step>,
     /// Per target (parallel to `targets`): where its result comes from.
-    pub results: Vec<Source>,
+    pub results: Vec<Origin>,
 }
 
 impl Plan {
@@ -102,13 +102,13 @@ impl Plan {
                         } else {
                             id
                         };
-                        Source::Slot(slot_for(FetchSlot {
+                        Origin::Slot(slot_for(FetchSlot {
                             feature: d.feature,
                             query: SlotQuery::Dependency(d.query),
                             args_from,
                         }))
                     } else {
-                        Source::Step(step_of[&d.feature])
+                        Origin::Step(step_of[&d.feature])
                     }
                 })
                 .collect();
@@ -122,13 +122,13 @@ impl Plan {
             .iter()
             .map(|&t| {
                 if features[t].is_pipeline() {
-                    Source::Slot(slot_for(FetchSlot {
+                    Origin::Slot(slot_for(FetchSlot {
                         feature: t,
                         query: SlotQuery::Direct,
                         args_from: t,
                     }))
                 } else {
-                    Source::Step(step_of[&t])
+                    Origin::Step(step_of[&t])
                 }
             })
             .collect();

@@ -27,7 +27,7 @@ use oka_core::{EntityKey, Feature, Query, Row};
 use oka_storage::{FeatureStore, StoreError, StoreErrorKind, codec};
 
 use crate::url::Layout;
-use crate::volga;
+use crate::volga_layout;
 
 /// Commands per write pipeline.
 const WRITE_CHUNK: usize = 1000;
@@ -303,7 +303,7 @@ impl RedisStore {
                 ),
             ));
         }
-        let corrupt = |key: &str, e: volga::MapError| {
+        let corrupt = |key: &str, e: volga_layout::MapError| {
             StoreError::new(
                 StoreErrorKind::Corrupt,
                 format!("redis: Volga's hash `{key}`: {e}"),
@@ -311,12 +311,12 @@ impl RedisStore {
         };
         let names = keys
             .iter()
-            .map(|k| volga::redis_key(feature, k).map_err(|e| corrupt(k.as_str(), e)))
+            .map(|k| volga_layout::redis_key(feature, k).map_err(|e| corrupt(k.as_str(), e)))
             .collect::<Result<Vec<String>, _>>()?;
         let client = self.pool.next().with_options(&self.fail_fast());
         let pipeline = client.pipeline();
         for name in &names {
-            let fields = vec![volga::VALUES_FIELD, feature.entity.timestamp_name()];
+            let fields = vec![volga_layout::VALUES_FIELD, feature.entity.timestamp_name()];
             let queued: Result<(), FredError> = pipeline.hmget(name.as_str(), fields).await;
             queued.map_err(|e| self.conn.map(&e))?;
         }
@@ -341,9 +341,10 @@ impl RedisStore {
                 let Some(values) = fields.first().map(bytes_of).transpose()?.flatten() else {
                     return Ok(Vec::new());
                 };
-                let key_values = volga::key_values(feature, key).map_err(|e| corrupt(name, e))?;
+                let key_values =
+                    volga_layout::key_values(feature, key).map_err(|e| corrupt(name, e))?;
                 let hash_time = fields.get(1).map(bytes_of).transpose()?.flatten();
-                let row = volga::record(feature, &key_values, values, hash_time, now)
+                let row = volga_layout::record(feature, &key_values, values, hash_time, now)
                     .map_err(|e| corrupt(name, e))?;
                 Ok(vec![row])
             })

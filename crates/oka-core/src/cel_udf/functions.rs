@@ -16,7 +16,7 @@ use cel::common::types::{
 use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
-use crate::stats::{Acc, Stat, StatError, Takes, type_name};
+use crate::kernels::{Acc, Stat, StatError, Takes, type_name};
 use crate::value::{Timestamp, Value};
 
 /// How a function is called, for messages: `math.percentile(list, p)`.

@@ -1,7 +1,7 @@
 //! Plans are built at load and share reads between dependents.
 
 use oka_core::execute::{Fetched, Outcome, execute};
-use oka_core::plan::{SlotQuery, Source};
+use oka_core::plan::{Origin, SlotQuery};
 use oka_core::{ErrorCode, FeatureRequest, Registry, Timestamp, Value};
 use serde_json::json;
 
@@ -61,9 +61,9 @@ fn chained_features_are_ordered_after_their_inputs() {
     assert!(pos(simple) < pos(chained));
     assert_eq!(
         plan.steps[pos(chained)].inputs,
-        vec![Source::Step(pos(simple))]
+        vec![Origin::Step(pos(simple))]
     );
-    assert_eq!(plan.results, vec![Source::Step(pos(chained))]);
+    assert_eq!(plan.results, vec![Origin::Step(pos(chained))]);
 }
 
 #[test]

@@ -31,20 +31,20 @@ pub struct VolgaRow {
 }
 
 /// A connection to the cluster that holds a Volga deployment's features.
-pub struct VolgaCqlSource {
+pub struct VolgaCqlReader {
     session: Session,
     table: String,
 }
 
-impl std::fmt::Debug for VolgaCqlSource {
+impl std::fmt::Debug for VolgaCqlReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VolgaCqlSource")
+        f.debug_struct("VolgaCqlReader")
             .field("table", &self.table)
             .finish_non_exhaustive()
     }
 }
 
-impl VolgaCqlSource {
+impl VolgaCqlReader {
     /// Connects to `url` (`scylla://host[:port][,host…][/keyspace]` or
     /// `cassandra://…`; keyspace `persistent` when the URL names none).
     pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {

@@ -11,7 +11,7 @@ use fred::types::scan::ScanType;
 use oka_storage::{StoreError, StoreErrorKind};
 
 use crate::failure::map_error;
-use crate::volga::PREFIX;
+use crate::volga_layout::PREFIX;
 
 /// One Volga hash: its Redis key, the feature named in the key, and its fields.
 #[derive(Debug, Clone)]
@@ -37,17 +37,17 @@ pub struct Page {
 }
 
 /// A connection to the Redis that holds a Volga deployment's features.
-pub struct VolgaSource {
+pub struct VolgaReader {
     client: Client,
 }
 
-impl std::fmt::Debug for VolgaSource {
+impl std::fmt::Debug for VolgaReader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VolgaSource").finish_non_exhaustive()
+        f.debug_struct("VolgaReader").finish_non_exhaustive()
     }
 }
 
-impl VolgaSource {
+impl VolgaReader {
     /// Connects to `url` (`redis://[user:pass@]host:port[/db]`, or `rediss://`).
     /// Redis Cluster is not supported (`SCAN` walks one node).
     pub async fn connect(url: &str, timeout: Duration) -> Result<Self, StoreError> {
