@@ -171,7 +171,7 @@ async fn cached(
             "--cache tracking needs a Redis store (it uses Redis's client tracking to hear of every change); for other stores use --cache ttl:MS"
         );
     };
-    if caching.latest_only().is_some() {
+    if !caching.capabilities().tracking {
         bail!(
             "--cache tracking works on Oka's Redis layout, not `layout=volga`; use --cache ttl:MS there"
         );
@@ -307,7 +307,7 @@ pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureS
 /// (Volga's layout) is refused, naming why.
 pub async fn open_for_writes(args: &StoreArgs, command: &str) -> Result<Arc<dyn FeatureStore>> {
     let store = open(args, &ReadArgs::default()).await?;
-    if let Some(why) = store.latest_only() {
+    if let Some(why) = store.capabilities().latest_only() {
         bail!(
             "`oka {command}` writes into the store at {}, but {why}: write into a store in Oka's layout (without `layout=volga`), or let Volga's pipeline write",
             redact(args.url())

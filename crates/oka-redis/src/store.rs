@@ -508,10 +508,22 @@ impl FeatureStore for RedisStore {
         Ok(Some(std::sync::Arc::new(store)))
     }
 
-    fn latest_only(&self) -> Option<&'static str> {
-        (self.layout == Layout::Volga).then_some(
-            "the store is Volga's layout (`layout=volga`), which holds only the latest record of each key and takes no writes",
-        )
+    fn capabilities(&self) -> oka_storage::Capabilities {
+        match self.layout {
+            Layout::Oka => oka_storage::Capabilities {
+                tracking: true,
+                ..oka_storage::Capabilities::FULL
+            },
+            Layout::Volga => oka_storage::Capabilities {
+                history: false,
+                writes: false,
+                tracking: false,
+                layout: "volga",
+                limited_because: Some(
+                    "the store is Volga's layout (`layout=volga`), which holds only the latest record of each key and takes no writes",
+                ),
+            },
+        }
     }
 
     async fn health(&self) -> Result<(), StoreError> {

@@ -312,8 +312,8 @@ fn answer(rows: &[Row], query: &Query) -> Vec<Row> {
 
 #[async_trait]
 impl FeatureStore for Caching {
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
+    fn inner(&self) -> Option<&dyn FeatureStore> {
+        Some(&*self.inner)
     }
 
     async fn read(
@@ -378,10 +378,6 @@ impl FeatureStore for Caching {
         written
     }
 
-    async fn health(&self) -> Result<(), StoreError> {
-        self.inner.health().await
-    }
-
     async fn for_worker(&self) -> Result<Option<Arc<dyn FeatureStore>>, StoreError> {
         Ok(self.inner.for_worker().await?.map(|inner| {
             Arc::new(Self {
@@ -390,14 +386,6 @@ impl FeatureStore for Caching {
                 guard: self.guard.clone(),
             }) as Arc<dyn FeatureStore>
         }))
-    }
-
-    fn latest_only(&self) -> Option<&'static str> {
-        self.inner.latest_only()
-    }
-
-    fn coalesced_reads(&self) -> Option<u64> {
-        self.inner.coalesced_reads()
     }
 
     fn cache_stats(&self) -> Option<CacheStats> {

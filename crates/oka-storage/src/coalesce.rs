@@ -226,16 +226,8 @@ impl Drop for Baton {
 
 #[async_trait]
 impl FeatureStore for Coalescing {
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-
-    fn latest_only(&self) -> Option<&'static str> {
-        self.inner.latest_only()
-    }
-
-    fn cache_stats(&self) -> Option<crate::store::CacheStats> {
-        self.inner.cache_stats()
+    fn inner(&self) -> Option<&dyn FeatureStore> {
+        Some(&*self.inner)
     }
 
     async fn read(
@@ -322,10 +314,6 @@ impl FeatureStore for Coalescing {
             self.state.max_batch_keys,
             Arc::clone(&self.state.coalesced),
         ))))
-    }
-
-    async fn health(&self) -> Result<(), StoreError> {
-        self.inner.health().await
     }
 
     fn coalesced_reads(&self) -> Option<u64> {

@@ -1,5 +1,5 @@
 //! Whether a spec fits a store: a store that answers only `latest` reads and takes
-//! no writes ([`FeatureStore::latest_only`]) cannot serve features that read
+//! no writes ([`FeatureStore::capabilities`]) cannot serve features that read
 //! history, nor run the spec's sources.
 
 use oka_core::Registry;
@@ -19,7 +19,7 @@ pub struct DoesNotFit {
 /// Checks `registry` against `store`: with a store that answers only `latest`,
 /// every dependency must read `latest` and no feature may have a source.
 pub fn check_registry(store: &dyn FeatureStore, registry: &Registry) -> Result<(), DoesNotFit> {
-    let Some(why) = store.latest_only() else {
+    let Some(why) = store.capabilities().latest_only() else {
         return Ok(());
     };
     let mut problems = Vec::new();

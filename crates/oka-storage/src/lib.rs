@@ -26,5 +26,5 @@ pub use cache::{Caching, RecordCache};
 pub use coalesce::Coalescing;
 pub use fit::{DoesNotFit, check_registry};
 pub use memory::MemoryStore;
-pub use store::{CacheStats, FeatureStore, StoreError, StoreErrorKind};
+pub use store::{CacheStats, Capabilities, FeatureStore, StoreError, StoreErrorKind};
 pub use watch::{Outage, StoreWatch};

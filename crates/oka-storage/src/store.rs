@@ -141,6 +141,47 @@ impl StoreError {
     }
 }
 
+/// What a store can do, returned once by [`FeatureStore::capabilities`] and
+/// looked at, never probed call by call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// It keeps a history per key (`range` and `last_n` reads).
+    pub history: bool,
+    /// It takes writes (`oka ingest`, `/v1/ingest`, sources).
+    pub writes: bool,
+    /// It can tell this process of every change to a key, by any writer (Redis
+    /// client tracking), which `--cache tracking` needs.
+    pub tracking: bool,
+    /// Its layout (`oka`; `volga` for Volga's hashes).
+    pub layout: &'static str,
+    /// Why it lacks history or writes, in words, when it does.
+    pub limited_because: Option<&'static str>,
+}
+
+impl Capabilities {
+    /// Everything Oka's own layout does, without tracking.
+    pub const FULL: Self = Self {
+        history: true,
+        writes: true,
+        tracking: false,
+        layout: "oka",
+        limited_because: None,
+    };
+
+    /// Why this store answers only `latest` reads and takes no writes, or `None`
+    /// for one that keeps history and takes writes.
+    pub fn latest_only(&self) -> Option<&'static str> {
+        if self.history && self.writes {
+            None
+        } else {
+            Some(
+                self.limited_because
+                    .unwrap_or("the store keeps no history and takes no writes"),
+            )
+        }
+    }
+}
+
 /// A point-in-time view of the cache's counters (for metrics).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -173,10 +214,28 @@ pub struct CacheStats {
 ///
 /// Writes are batched and idempotent for the same (key, event time); an older record
 /// never replaces a newer one as the latest.
+///
+/// A wrapper (the read cache, read coalescing) is a layer: it names the store it
+/// wraps in [`Self::inner`] and overrides only what it changes; the rest
+/// (`backend`, `health`, `capabilities`, the counters of other layers) reaches the
+/// store below through the defaults, so nothing is forwarded by hand.
 #[async_trait]
 pub trait FeatureStore: Send + Sync + fmt::Debug + 'static {
+    /// The store this one wraps, for a layer; `None` for a backend.
+    fn inner(&self) -> Option<&dyn FeatureStore> {
+        None
+    }
+
     /// The backend's name (a bounded metrics label: `memory`, `redis`, `scylla`).
-    fn backend(&self) -> &'static str;
+    fn backend(&self) -> &'static str {
+        self.inner().map_or("unknown", |s| s.backend())
+    }
+
+    /// What the store can do: a layer's are its store's.
+    fn capabilities(&self) -> Capabilities {
+        self.inner()
+            .map_or(Capabilities::FULL, |s| s.capabilities())
+    }
 
     /// Reads `query` for every key of `feature`.
     async fn read(
@@ -193,8 +252,13 @@ pub trait FeatureStore: Send + Sync + fmt::Debug + 'static {
         records: &[(EntityKey, Row)],
     ) -> Result<(), StoreError>;
 
-    /// Whether the store can serve.
-    async fn health(&self) -> Result<(), StoreError>;
+    /// Whether the store can serve (a layer: its store's health).
+    async fn health(&self) -> Result<(), StoreError> {
+        match self.inner() {
+            Some(s) => s.health().await,
+            None => Ok(()),
+        }
+    }
 
     /// A handle of the store for one worker, called once on the worker's own
     /// runtime as it starts. A backend whose client runs connection tasks on the
@@ -205,26 +269,17 @@ pub trait FeatureStore: Send + Sync + fmt::Debug + 'static {
         Ok(None)
     }
 
-    /// Why this store answers only `latest` reads and takes no writes (Volga's
-    /// layout: the latest record of each key, written by Volga's pipeline), or
-    /// `None` for a store that keeps history and takes writes. A spec whose
-    /// features read `range` or `last_n`, or that runs sources, is refused at load
-    /// against such a store ([`crate::check_registry`]).
-    fn latest_only(&self) -> Option<&'static str> {
-        None
-    }
-
-    /// The read cache's counters, when the store has one in front
+    /// The read cache's counters, when a layer of the store is one
     /// ([`crate::Caching`]).
     fn cache_stats(&self) -> Option<CacheStats> {
-        None
+        self.inner().and_then(|s| s.cache_stats())
     }
 
     /// Reads answered by a store call that another concurrent read made (read
-    /// coalescing), over this store and its workers' handles; `None` when the store
-    /// does not coalesce.
+    /// coalescing), over this store and its workers' handles; `None` when no
+    /// layer of the store coalesces.
     fn coalesced_reads(&self) -> Option<u64> {
-        None
+        self.inner().and_then(|s| s.coalesced_reads())
     }
 }
 

@@ -300,3 +300,32 @@ async fn across_workers_reads_of_two_workers_share_one_call() {
         );
     }
 }
+
+/// Layers stack without forwarding by hand: each answers for what it adds and
+/// the rest comes from the store below, whatever the order.
+#[tokio::test]
+async fn layers_report_what_is_below_them() {
+    use oka_storage::{Caching, Capabilities, RecordCache};
+    let memory: Arc<dyn FeatureStore> = Arc::new(MemoryStore::new());
+    let cached: Arc<dyn FeatureStore> = Arc::new(Caching::new(
+        Arc::clone(&memory),
+        Arc::new(RecordCache::new(1 << 20, Some(Duration::from_secs(1)))),
+    ));
+    let both = Coalescing::new(Arc::clone(&cached), 64);
+    assert_eq!(both.backend(), "memory");
+    assert_eq!(both.capabilities(), Capabilities::FULL);
+    assert!(both.health().await.is_ok());
+    assert_eq!(both.coalesced_reads(), Some(0), "its own counter");
+    assert!(both.cache_stats().is_some(), "the cache's, from below");
+    let reversed = Caching::new(
+        Arc::new(Coalescing::new(memory, 64)),
+        Arc::new(RecordCache::new(1 << 20, None)),
+    );
+    assert_eq!(
+        reversed.coalesced_reads(),
+        Some(0),
+        "the coalescing's, from below"
+    );
+    assert!(reversed.cache_stats().is_some());
+    assert!(cached.coalesced_reads().is_none(), "no coalescing below");
+}
