@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use oka_ingest::IngestMetrics;
+use oka_telemetry::families as F;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
@@ -23,24 +24,10 @@ use crate::message::Reason;
 /// The content type of [`KafkaMetrics::render`].
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Latency buckets, seconds (those of `oka serve`).
-const LATENCY_BUCKETS: [f64; 17] = [
-    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-    1.0, 2.5, 5.0, 10.0,
-];
 /// Produce-to-servable buckets, seconds.
 const DELIVERY_BUCKETS: [f64; 16] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0,
 ];
-/// Records-per-batch buckets.
-const BATCH_BUCKETS: [f64; 10] = [
-    1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 2500.0, 5000.0, 10000.0,
-];
-/// Event-time lag buckets, seconds (`oka_ingest_lag_seconds`, as `oka serve`).
-const LAG_BUCKETS: [f64; 13] = [
-    0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 86400.0,
-];
-
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FeatureLabel {
     feature: String,
@@ -230,15 +217,15 @@ impl KafkaMetrics {
             rebalances: Family::default(),
             paused: Family::default(),
             assigned: Family::default(),
-            batch: histograms(|| Histogram::new(BATCH_BUCKETS)),
-            write: histograms(|| Histogram::new(LATENCY_BUCKETS)),
+            batch: histograms(|| Histogram::new(F::BATCH_BUCKETS.iter().copied())),
+            write: histograms(|| Histogram::new(F::LATENCY_BUCKETS.iter().copied())),
             delivery: histograms(|| Histogram::new(DELIVERY_BUCKETS)),
             rejected: Family::default(),
-            store_write: histograms(|| Histogram::new(LATENCY_BUCKETS)),
+            store_write: histograms(|| Histogram::new(F::LATENCY_BUCKETS.iter().copied())),
             store_errors: Family::default(),
             rows: Family::default(),
-            ingest_lag: Histogram::new(LAG_BUCKETS),
-            ingest_batch: Histogram::new(BATCH_BUCKETS),
+            ingest_lag: Histogram::new(F::LAG_BUCKETS.iter().copied()),
+            ingest_batch: Histogram::new(F::BATCH_BUCKETS.iter().copied()),
             ingest_retries: Counter::default(),
             backend,
         };
@@ -308,32 +295,20 @@ impl KafkaMetrics {
             "Partitions this consumer holds now",
             m.assigned.clone(),
         );
-        r.register(
-            "oka_storage_write_duration_seconds",
-            "One batched store write by the write path",
-            m.store_write.clone(),
-        );
-        r.register(
-            "oka_storage_errors",
-            "Failed store calls",
-            m.store_errors.clone(),
-        );
-        r.register("oka_ingest_rows", "Pipeline rows written", m.rows.clone());
-        r.register(
-            "oka_ingest_lag_seconds",
-            "For each row written: the time of the write minus its event time",
-            m.ingest_lag.clone(),
-        );
-        r.register(
-            "oka_ingest_batch_rows",
-            "Rows per store write of the write path",
-            m.ingest_batch.clone(),
-        );
-        r.register(
-            "oka_ingest_retries",
-            "Batch writes retried by the write path after a transient store error",
-            m.ingest_retries.clone(),
-        );
+        // The families `oka serve` exposes too: defined once, in oka-telemetry.
+        let shared = |f: F::Family| (f.name, f.help);
+        let (name, help) = shared(F::STORAGE_WRITE_DURATION);
+        r.register(name, help, m.store_write.clone());
+        let (name, help) = shared(F::STORAGE_ERRORS);
+        r.register(name, help, m.store_errors.clone());
+        let (name, help) = shared(F::INGEST_ROWS);
+        r.register(name, help, m.rows.clone());
+        let (name, help) = shared(F::INGEST_LAG);
+        r.register(name, help, m.ingest_lag.clone());
+        let (name, help) = shared(F::INGEST_BATCH_ROWS);
+        r.register(name, help, m.ingest_batch.clone());
+        let (name, help) = shared(F::INGEST_RETRIES);
+        r.register(name, help, m.ingest_retries.clone());
         r.register_collector(Box::new(Lag(partitions)));
         m
     }

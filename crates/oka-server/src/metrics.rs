@@ -28,22 +28,12 @@ pub struct WorkerCounters {
     pub connections: AtomicUsize,
 }
 
-/// Latency buckets, seconds.
-pub const LATENCY_BUCKETS: &[f64] = &[
-    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-    1.0, 2.5, 5.0, 10.0,
-];
+pub use oka_telemetry::families::{BATCH_BUCKETS, LAG_BUCKETS, LATENCY_BUCKETS};
+
 /// Keys-per-request buckets.
 pub const KEY_BUCKETS: &[f64] = &[
     1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 5000.0,
 ];
-/// Rows-per-batch buckets.
-pub const BATCH_BUCKETS: &[f64] = &[1.0, 10.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0];
-/// Ingest lag buckets, seconds.
-pub const LAG_BUCKETS: &[f64] = &[
-    0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0, 86400.0,
-];
-
 /// A cumulative histogram of atomics.
 #[derive(Debug)]
 pub struct Histogram {

@@ -10,6 +10,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use oka_telemetry::families as F;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
@@ -200,15 +201,15 @@ impl Collector for Scrape {
         )?;
         family(
             e,
-            "oka_storage_write_duration_seconds",
-            "Store write latency per batch.",
+            F::STORAGE_WRITE_DURATION.name,
+            &F::STORAGE_WRITE_DURATION.help_line(),
             MetricType::Histogram,
             [([("backend", backend)], &m.storage_write)],
         )?;
         family(
             e,
-            "oka_storage_errors",
-            "Failed store calls.",
+            F::STORAGE_ERRORS.name,
+            &F::STORAGE_ERRORS.help_line(),
             MetricType::Counter,
             [([("backend", backend)], &m.storage_errors)],
         )?;
@@ -266,30 +267,31 @@ impl Collector for Scrape {
         )?;
         family(
             e,
-            "oka_ingest_rows",
-            "Ingested rows by result.",
+            F::INGEST_ROWS.name,
+            &F::INGEST_ROWS.help_line(),
             MetricType::Counter,
             [
                 ([("result", "written")], &m.ingest_written),
                 ([("result", "rejected")], &m.ingest_rejected),
             ],
         )?;
+        // The write path's families, which `oka source kafka` exposes too.
         single(
             e,
-            "oka_ingest_lag_seconds",
-            "Now minus event time when a row is written.",
+            F::INGEST_LAG.name,
+            &F::INGEST_LAG.help_line(),
             &m.ingest_lag,
         )?;
         single(
             e,
-            "oka_ingest_batch_rows",
-            "Rows per store write of the batched write path.",
+            F::INGEST_BATCH_ROWS.name,
+            &F::INGEST_BATCH_ROWS.help_line(),
             &m.ingest_batch,
         )?;
         single(
             e,
-            "oka_ingest_retries",
-            "Batch writes retried after a transient store error.",
+            F::INGEST_RETRIES.name,
+            &F::INGEST_RETRIES.help_line(),
             &m.ingest_retries,
         )
     }
