@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{OKA, Oka, Server, free_port, http, service_url, start_oka, tmp_file};
+use common::{OKA, Oka, Server, free_port, http, redis_server, service_url, start_oka, tmp_file};
 
 #[test]
 fn demo_spec_validates() {
@@ -398,25 +398,7 @@ fn redis_outage_and_recovery_without_restart() {
         return;
     }
     let redis_port = free_port();
-    let start_redis = || {
-        Server(
-            Command::new("redis-server")
-                .args([
-                    "--port",
-                    &redis_port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        )
-    };
+    let start_redis = || redis_server(redis_port, &[]);
     let wait_port = |port: u16| {
         let deadline = Instant::now() + Duration::from_secs(10);
         while TcpStream::connect(("127.0.0.1", port)).is_err() {
@@ -510,25 +492,7 @@ fn a_rotated_redis_password_is_said_once_and_stops_ingest() {
         return;
     }
     let port = free_port();
-    let _redis = Server(
-        Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--requirepass",
-                "old-secret",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let _redis = redis_server(port, &["--requirepass", "old-secret"]);
     let cli = |password: &str, args: &[&str]| {
         let mut all = vec![
             "-p".to_owned(),

@@ -101,3 +101,18 @@ pub fn start_oka(args: &[&str], log: Option<&std::path::Path>) -> Oka {
 pub fn service_url(var: &str) -> Option<String> {
     oka_storage::conformance::service(var)
 }
+
+/// A redis-server of the test's own on `port` (loopback, no persistence), with
+/// `extra` flags, stopped on drop; not waited for.
+pub fn redis_server(port: u16, extra: &[&str]) -> Server {
+    Server(
+        Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
