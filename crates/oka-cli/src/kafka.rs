@@ -193,7 +193,7 @@ async fn consume(
     let partitions = Arc::new(Partitions::default());
     let metrics = Arc::new(KafkaMetrics::new(store.backend(), Arc::clone(&partitions)));
     let writer = WritePath::spawn(
-        store,
+        Arc::clone(&store),
         Arc::clone(&metrics) as Arc<dyn oka_ingest::IngestMetrics>,
         oka_kafka::writer_config(&sources, &opts),
     );
@@ -211,6 +211,8 @@ async fn consume(
     let state = AdminState {
         metrics,
         consumers: consumers.contexts(),
+        store_watch: Arc::clone(&opts.store_watch),
+        store: Arc::clone(&store),
     };
     tokio::spawn(async move {
         if let Err(e) = oka_kafka::admin::serve(listener, state).await {

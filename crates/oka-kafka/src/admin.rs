@@ -1,5 +1,6 @@
 //! The consumer process's admin port: `/metrics` (OpenMetrics), `/healthz`
-//! (the process is up) and `/readyz` (every consumer has joined its group).
+//! (the process is up) and `/readyz` (every consumer has joined its group and the
+//! store answers; else why not).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,11 @@ pub struct AdminState {
     pub metrics: Arc<KafkaMetrics>,
     /// Each consumer's shared state.
     pub consumers: Vec<Arc<Context>>,
+    /// The store's state (an outage makes the process unready, with its cause).
+    pub store_watch: Arc<oka_storage::StoreWatch>,
+    /// The store, asked for its health while an outage lasts (so that readiness
+    /// comes back without waiting for the next batch).
+    pub store: Arc<dyn oka_storage::FeatureStore>,
 }
 
 /// The admin routes.
@@ -91,7 +97,16 @@ async fn metrics(State(s): State<AdminState>) -> impl IntoResponse {
 
 async fn ready(State(s): State<AdminState>) -> impl IntoResponse {
     let waiting = s.consumers.iter().filter(|c| !c.joined()).count();
-    if waiting == 0 {
+    if s.store_watch.outage().is_some() {
+        let _ = s.store_watch.observe(s.store.health().await);
+    }
+    if let Some(outage) = s.store_watch.outage() {
+        // Batches wait (fetching paused) until the store answers again.
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{}\n", outage.reason()),
+        )
+    } else if waiting == 0 {
         (StatusCode::OK, "ready\n".to_owned())
     } else {
         (
@@ -114,6 +129,44 @@ mod tests {
     use super::*;
     use crate::lag::Partitions;
 
+    /// A store whose health check fails, as Redis's does while it is down.
+    #[derive(Debug)]
+    struct Down;
+
+    #[async_trait::async_trait]
+    impl oka_storage::FeatureStore for Down {
+        fn backend(&self) -> &'static str {
+            "redis"
+        }
+        async fn read(
+            &self,
+            _: &oka_core::Feature,
+            _: &[oka_core::EntityKey],
+            _: &oka_core::Query,
+        ) -> Result<Vec<Vec<oka_core::Row>>, oka_storage::StoreError> {
+            Err(self.error())
+        }
+        async fn write(
+            &self,
+            _: &oka_core::Feature,
+            _: &[(oka_core::EntityKey, oka_core::Row)],
+        ) -> Result<(), oka_storage::StoreError> {
+            Err(self.error())
+        }
+        async fn health(&self) -> Result<(), oka_storage::StoreError> {
+            Err(self.error())
+        }
+    }
+
+    impl Down {
+        fn error(&self) -> oka_storage::StoreError {
+            oka_storage::StoreError::new(
+                oka_storage::StoreErrorKind::Unavailable,
+                "nothing listens at h:1 (the connection was refused)",
+            )
+        }
+    }
+
     async fn get(app: Router, path: &str) -> (StatusCode, String) {
         let r = app
             .oneshot(Request::get(path).body(Body::empty()).unwrap())
@@ -135,9 +188,12 @@ mod tests {
         partitions.assign(&f, &t, &[2]);
         partitions.watermark(&f, 2, 50, 20);
         let ctx = Arc::new(Context::new(f, t, fm, partitions));
+        let store_watch = Arc::new(oka_storage::StoreWatch::new("redis://h:1", "redis"));
         let app = router(AdminState {
             metrics,
             consumers: vec![Arc::clone(&ctx)],
+            store_watch: Arc::clone(&store_watch),
+            store: Arc::new(Down),
         });
         let (status, body) = get(app.clone(), "/metrics").await;
         assert_eq!(status, StatusCode::OK);
@@ -151,9 +207,20 @@ mod tests {
             assert!(body.contains(want), "{want} in\n{body}");
         }
         assert_eq!(get(app.clone(), "/healthz").await.0, StatusCode::OK);
-        let (status, body) = get(app, "/readyz").await;
+        let (status, body) = get(app.clone(), "/readyz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(body.contains("1 of 1"), "{body}");
+        // A store outage is the reason, in words.
+        store_watch.failed(&oka_storage::StoreError::new(
+            oka_storage::StoreErrorKind::Unavailable,
+            "nothing listens at h:1 (the connection was refused)",
+        ));
+        let (status, body) = get(app, "/readyz").await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            body.starts_with("the store is unavailable (nothing listens at h:1"),
+            "{body}"
+        );
     }
 
     /// Reads until the server closes the connection (or `within` passes).
@@ -180,6 +247,8 @@ mod tests {
         let state = AdminState {
             metrics,
             consumers: Vec::new(),
+            store_watch: Arc::new(oka_storage::StoreWatch::new("memory://", "memory")),
+            store: Arc::new(oka_storage::MemoryStore::new()),
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
