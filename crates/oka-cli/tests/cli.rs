@@ -453,6 +453,17 @@ fn redis_outage_and_recovery_without_restart() {
     assert_eq!(status, 503, "{ready}");
     assert!(ready.contains("the store is unavailable ("), "{ready}");
     assert!(oka.0.try_wait().unwrap().is_none(), "oka is still running");
+    // Failures that last are an outage, logged once (readiness probes keep
+    // failing meanwhile, as Kubernetes' would).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(&log)
+        .unwrap()
+        .contains("the store is unavailable")
+    {
+        assert!(Instant::now() < deadline, "no outage logged");
+        let _ = http(admin, "GET", "/readyz", "");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 
     redis = start_redis();
     wait_port(redis_port);

@@ -188,7 +188,9 @@ mod tests {
         partitions.assign(&f, &t, &[2]);
         partitions.watermark(&f, 2, 50, 20);
         let ctx = Arc::new(Context::new(f, t, fm, partitions));
-        let store_watch = Arc::new(oka_storage::StoreWatch::new("redis://h:1", "redis"));
+        let store_watch = Arc::new(
+            oka_storage::StoreWatch::new("redis://h:1", "redis").confirm_after(Duration::ZERO),
+        );
         let app = router(AdminState {
             metrics,
             consumers: vec![Arc::clone(&ctx)],

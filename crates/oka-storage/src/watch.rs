@@ -5,7 +5,7 @@
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::store::{StoreError, StoreErrorKind};
 
@@ -16,10 +16,30 @@ pub struct StoreWatch {
     name: String,
     /// The backend (`redis`, `scylla`, `memory`), for the log lines.
     backend: &'static str,
+    /// How long transient failures must go on, without a success between them,
+    /// before they are an outage.
+    confirm: Duration,
+    /// Set while calls fail (confirmed or not): the success path looks only here.
+    failing: AtomicBool,
+    /// Set while an outage is declared.
     out: AtomicBool,
-    outage: Mutex<Option<Outage>>,
+    state: Mutex<State>,
     outages: AtomicU64,
 }
+
+#[derive(Debug, Default)]
+struct State {
+    /// When the current run of failures began.
+    failing_since: Option<Instant>,
+    /// The outage declared, if any.
+    outage: Option<Outage>,
+}
+
+/// How long transient failures must last to be an outage, by default: a store
+/// going down answers some calls still while it closes its connections (a Redis
+/// shutting down did for 0.2 s in a test), which would otherwise be logged as an
+/// outage, a recovery and an outage again.
+pub const CONFIRM_AFTER: Duration = Duration::from_millis(500);
 
 /// Why and since when the store is out.
 #[derive(Debug, Clone)]
@@ -47,16 +67,28 @@ impl StoreWatch {
         Self {
             name: name.into(),
             backend,
+            confirm: CONFIRM_AFTER,
+            failing: AtomicBool::new(false),
             out: AtomicBool::new(false),
-            outage: Mutex::new(None),
+            state: Mutex::new(State::default()),
             outages: AtomicU64::new(0),
         }
     }
 
+    /// The same, confirming transient failures after `confirm` instead of
+    /// [`CONFIRM_AFTER`].
+    #[must_use]
+    pub fn confirm_after(mut self, confirm: Duration) -> Self {
+        self.confirm = confirm;
+        self
+    }
+
     /// Reports a call's outcome and hands it back: a failure of the store as a
-    /// whole ([`StoreErrorKind::is_outage`]) starts an outage (logged once at
-    /// `warn` with its cause, and again only if the cause changes); a success
-    /// ends one (logged at `info` with its length).
+    /// whole ([`StoreErrorKind::is_outage`]) starts an outage, logged once at
+    /// `warn` with its cause (and again only if its kind changes): at once when
+    /// it is not transient (credentials refused, misconfigured), after failures
+    /// lasting [`CONFIRM_AFTER`] when it is. A success ends one (logged at `info`
+    /// with its length).
     pub fn observe<T>(&self, outcome: Result<T, StoreError>) -> Result<T, StoreError> {
         match &outcome {
             Ok(_) => self.available(),
@@ -67,11 +99,19 @@ impl StoreWatch {
 
     /// A call succeeded.
     pub fn available(&self) {
-        if !self.out.load(Ordering::Acquire) || !self.out.swap(false, Ordering::AcqRel) {
+        if !self.failing.load(Ordering::Acquire) {
             return;
         }
-        let outage = self.outage.lock().ok().and_then(|mut o| o.take());
-        let secs = outage.map_or(0.0, |o| o.since.elapsed().as_secs_f64());
+        let Ok(mut state) = self.state.lock() else {
+            return;
+        };
+        self.failing.store(false, Ordering::Release);
+        self.out.store(false, Ordering::Release);
+        state.failing_since = None;
+        let Some(outage) = state.outage.take() else {
+            return;
+        };
+        let secs = outage.since.elapsed().as_secs_f64();
         tracing::info!(
             store = %self.name,
             backend = self.backend,
@@ -85,38 +125,37 @@ impl StoreWatch {
         if !e.kind.is_outage() {
             return;
         }
-        let Ok(mut outage) = self.outage.lock() else {
+        let Ok(mut state) = self.state.lock() else {
             return;
         };
-        let cause = e.message.clone();
-        let same = outage
-            .as_ref()
-            .is_some_and(|o| o.kind == e.kind && self.out.load(Ordering::Acquire));
-        if same {
+        self.failing.store(true, Ordering::Release);
+        let now = Instant::now();
+        let since = *state.failing_since.get_or_insert(now);
+        if let Some(o) = &state.outage {
+            if o.kind == e.kind {
+                return;
+            }
+        } else if e.kind.is_transient() && now.duration_since(since) < self.confirm {
             return;
         }
-        let since = match outage.as_ref() {
-            Some(o) if self.out.load(Ordering::Acquire) => o.since,
-            _ => {
-                self.outages.fetch_add(1, Ordering::Relaxed);
-                Instant::now()
-            }
-        };
-        let now = Outage {
+        if state.outage.is_none() {
+            self.outages.fetch_add(1, Ordering::Relaxed);
+        }
+        let outage = Outage {
             kind: e.kind,
-            cause,
+            cause: e.message.clone(),
             since,
         };
         tracing::warn!(
             store = %self.name,
             backend = self.backend,
             kind = e.kind.label(),
-            cause = %now.cause,
+            cause = %outage.cause,
             advice = e.kind.advice(),
             "{}",
             e.kind.describe()
         );
-        *outage = Some(now);
+        state.outage = Some(outage);
         self.out.store(true, Ordering::Release);
     }
 
@@ -125,7 +164,7 @@ impl StoreWatch {
         if !self.out.load(Ordering::Acquire) {
             return None;
         }
-        self.outage.lock().ok().and_then(|o| o.clone())
+        self.state.lock().ok().and_then(|s| s.outage.clone())
     }
 
     /// Outages begun so far (for metrics).
@@ -144,7 +183,7 @@ mod tests {
 
     #[test]
     fn an_outage_starts_once_changes_cause_and_ends() {
-        let w = StoreWatch::new("redis://h:1", "redis");
+        let w = StoreWatch::new("redis://h:1", "redis").confirm_after(Duration::ZERO);
         assert!(w.outage().is_none());
         let _ = w.observe::<()>(Err(err(StoreErrorKind::Unavailable)));
         let _ = w.observe::<()>(Err(err(StoreErrorKind::Unavailable)));
@@ -170,5 +209,30 @@ mod tests {
         assert!(w.outage().is_none());
         w.failed(&err(StoreErrorKind::Timeout));
         assert_eq!(w.outages(), 2);
+    }
+
+    #[test]
+    fn transient_failures_are_an_outage_once_they_last() {
+        let w = StoreWatch::new("redis://h:1", "redis").confirm_after(Duration::from_millis(50));
+        w.failed(&err(StoreErrorKind::Unavailable));
+        assert!(w.outage().is_none(), "one failure is not yet an outage");
+        // A success between failures: the run starts again.
+        w.available();
+        w.failed(&err(StoreErrorKind::Unavailable));
+        std::thread::sleep(Duration::from_millis(60));
+        w.failed(&err(StoreErrorKind::Unavailable));
+        let o = w.outage().expect("out after 50 ms of failures");
+        assert!(
+            o.since.elapsed() >= Duration::from_millis(60),
+            "since the first failure"
+        );
+        assert_eq!(w.outages(), 1);
+        // Refused credentials are an outage at once.
+        let w = StoreWatch::new("redis://h:1", "redis");
+        w.failed(&err(StoreErrorKind::Unauthorized));
+        assert_eq!(
+            w.outage().map(|o| o.kind),
+            Some(StoreErrorKind::Unauthorized)
+        );
     }
 }
