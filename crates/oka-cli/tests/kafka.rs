@@ -131,12 +131,21 @@ fn a_consumer_killed_with_batches_in_flight_loses_nothing() {
     redis.kill();
 }
 
-#[test]
-fn the_consumer_pauses_while_redis_is_down_and_catches_up() {
-    let Some((brokers, _)) = services() else {
-        return;
-    };
-    let mut redis = Redis::start();
+/// A consumer writing into a Redis of the test's own, its first 1,000 records
+/// written and committed.
+struct Consuming {
+    redis: Redis,
+    kafka: Kafka,
+    topic: String,
+    group: String,
+    prefix: String,
+    spec: std::path::PathBuf,
+    source: kafka_support::Source,
+}
+
+fn consuming_into_own_redis() -> Option<Consuming> {
+    let (brokers, _) = services()?;
+    let redis = Redis::start();
     let kafka = Kafka { brokers };
     let (topic, group, prefix) = (
         unique("clicks"),
@@ -151,6 +160,31 @@ fn the_consumer_pauses_while_redis_is_down_and_catches_up() {
     wait_for("the first 1000 committed", 2 * MINUTE, || {
         kafka.committed(&group, &topic, PARTITIONS) == kafka.ends(&topic, PARTITIONS)
     });
+    Some(Consuming {
+        redis,
+        kafka,
+        topic,
+        group,
+        prefix,
+        spec,
+        source,
+    })
+}
+
+#[test]
+fn the_consumer_pauses_while_redis_is_down_and_catches_up() {
+    let Some(Consuming {
+        mut redis,
+        kafka,
+        topic,
+        group,
+        prefix,
+        spec,
+        source,
+    }) = consuming_into_own_redis()
+    else {
+        return;
+    };
     let before = kafka.committed(&group, &topic, PARTITIONS);
     redis.kill();
     kafka.produce_clicks(&topic, 1000, 5000, PARTITIONS);
@@ -187,24 +221,17 @@ fn the_consumer_pauses_while_redis_is_down_and_catches_up() {
 /// commits nothing past the last batch Redis took.
 #[test]
 fn the_consumer_stops_when_the_store_refuses_its_credentials() {
-    let Some((brokers, _)) = services() else {
+    let Some(Consuming {
+        redis,
+        kafka,
+        topic,
+        group,
+        mut source,
+        ..
+    }) = consuming_into_own_redis()
+    else {
         return;
     };
-    let redis = Redis::start();
-    let kafka = Kafka { brokers };
-    let (topic, group, prefix) = (
-        unique("clicks"),
-        unique("group"),
-        format!("{}:", unique("kt")),
-    );
-    kafka.create_topic(&topic, PARTITIONS);
-    kafka.produce_clicks(&topic, 0, 1000, PARTITIONS);
-    let spec = spec(&topic, &group, "");
-    let mut source = start_source(&spec, &kafka.brokers, &redis.url(), &prefix);
-    source.wait_joined();
-    wait_for("the first 1000 committed", 2 * MINUTE, || {
-        kafka.committed(&group, &topic, PARTITIONS) == kafka.ends(&topic, PARTITIONS)
-    });
     let before = kafka.committed(&group, &topic, PARTITIONS);
     let cli = |args: &[&str]| {
         let out = Command::new("redis-cli")
