@@ -13,6 +13,7 @@ use oka_core::{NativeUdfs, Registry};
 use oka_ingest::{TimeBounds, WritePath};
 use oka_kafka::admin::AdminState;
 use oka_kafka::{Consumers, KafkaMetrics, KafkaSource, Partitions, RunOptions};
+use oka_server::runtime::ConnTimeouts;
 use tracing::info;
 
 use crate::logs::{self, LogFormat};
@@ -214,18 +215,25 @@ async fn consume(
         store_watch: Arc::clone(&opts.store_watch),
         store: Arc::clone(&store),
     };
-    tokio::spawn(async move {
-        if let Err(e) = oka_kafka::admin::serve(listener, state).await {
-            tracing::warn!(error = %oka_server::error::io_reason(&e), "the admin port stopped");
-        }
-    });
+    // The admin port answers probes and scrapes until the consumers have left
+    // their groups.
+    let (stop_admin, admin_stop) = tokio::sync::watch::channel(false);
+    let admin = tokio::spawn(oka_kafka::admin::serve(
+        listener,
+        state,
+        ConnTimeouts::default(),
+        admin_stop,
+    ));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
         crate::shutdown_signal().await;
         info!("stopping: finishing the batches received, committing, leaving the groups");
         let _ = stop.send(true);
     });
-    consumers.run(stopped).await?;
+    let ran = consumers.run(stopped).await;
+    let _ = stop_admin.send(true);
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), admin).await;
+    ran?;
     info!("stopped");
     Ok(())
 }

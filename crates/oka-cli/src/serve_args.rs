@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use oka_core::request::RequestLimits;
 use oka_server::Limits;
-use oka_server::conn::ConnTimeouts;
+use oka_server::runtime::ConnTimeouts;
 use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
 
 use crate::logs::LogFormat;

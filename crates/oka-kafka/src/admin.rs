@@ -3,18 +3,15 @@
 //! store answers; else why not).
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 
 use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
-use tokio::sync::Semaphore;
-use tracing::warn;
+use oka_telemetry::http::{ConnTimeouts, Listener, Served};
+use tokio::sync::watch;
 
 use crate::context::Context;
 use crate::metrics::{KafkaMetrics, OPENMETRICS};
@@ -42,53 +39,44 @@ pub fn router(state: AdminState) -> Router {
         .with_state(state)
 }
 
-/// Connections the admin port holds at once; beyond, a new one is closed at once.
+/// Connections the admin port holds at once; beyond, a new one is answered 503
+/// and closed.
 pub const MAX_CONNECTIONS: usize = 64;
 
-/// How long one admin connection may stay open (a scrape takes milliseconds; a
-/// Prometheus keep-alive connection is simply opened again).
-pub const CONNECTION_LIMIT: Duration = Duration::from_secs(30);
-
-/// Serves the admin routes on `listener` until the process ends: at most
-/// [`MAX_CONNECTIONS`] connections at once, each closed after [`CONNECTION_LIMIT`],
-/// so a client that connects and sends nothing cannot hold the port.
-pub async fn serve(listener: tokio::net::TcpListener, state: AdminState) -> std::io::Result<()> {
-    serve_bounded(listener, state, MAX_CONNECTIONS, CONNECTION_LIMIT).await
+/// Serves the admin routes on `listener` until `stop`, with the limits of every
+/// Oka port (`oka_telemetry::http::Listener`): at most [`MAX_CONNECTIONS`]
+/// connections, a request head within `timeouts.header_read`, keep-alive
+/// connections closed after `timeouts.idle`; so a client that connects and sends
+/// nothing cannot hold the port.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: AdminState,
+    timeouts: ConnTimeouts,
+    stop: watch::Receiver<bool>,
+) -> Served {
+    serve_bounded(listener, state, MAX_CONNECTIONS, timeouts, stop).await
 }
 
 async fn serve_bounded(
     listener: tokio::net::TcpListener,
     state: AdminState,
     max_connections: usize,
-    connection_limit: Duration,
-) -> std::io::Result<()> {
-    let app = router(state);
-    let slots = Arc::new(Semaphore::new(max_connections));
-    loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                // Out of file descriptors, or a connection reset before it was
-                // accepted: wait a moment rather than spin.
-                warn!(error = %e, "admin port: accepting a connection failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            warn!(
-                limit = max_connections,
-                "admin port: too many connections; closing a new one"
-            );
-            continue;
-        };
-        let service = TowerToHyperService::new(app.clone());
-        tokio::spawn(async move {
-            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-            let _ = tokio::time::timeout(connection_limit, conn).await;
-            drop(slot);
-        });
+    timeouts: ConnTimeouts,
+    stop: watch::Receiver<bool>,
+) -> Served {
+    let events = Arc::clone(&state.metrics);
+    Listener {
+        name: "oka-kafka-admin".to_owned(),
+        app: router(state),
+        // Probes and scrapers keep their connections until the process ends.
+        draining: Arc::new(AtomicBool::new(false)),
+        open: Arc::new(AtomicUsize::new(0)),
+        events,
+        timeouts,
+        max_connections,
     }
+    .run(listener, stop)
+    .await
 }
 
 async fn metrics(State(s): State<AdminState>) -> impl IntoResponse {
@@ -125,6 +113,8 @@ mod tests {
     use axum::http::Request;
     use http_body_util::BodyExt;
     use tower::ServiceExt;
+
+    use std::time::Duration;
 
     use super::*;
     use crate::lag::Partitions;
@@ -247,7 +237,7 @@ mod tests {
         let partitions = Arc::new(Partitions::default());
         let metrics = Arc::new(KafkaMetrics::new("memory", Arc::clone(&partitions)));
         let state = AdminState {
-            metrics,
+            metrics: Arc::clone(&metrics),
             consumers: Vec::new(),
             store_watch: Arc::new(oka_storage::StoreWatch::new("memory://", "memory")),
             store: Arc::new(oka_storage::MemoryStore::new()),
@@ -255,14 +245,24 @@ mod tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let limit = Duration::from_millis(300);
-        tokio::spawn(serve_bounded(listener, state, 2, limit));
+        let timeouts = ConnTimeouts {
+            header_read: limit,
+            idle: limit,
+        };
+        let (_stop, stop) = watch::channel(false);
+        tokio::spawn(serve_bounded(listener, state, 2, timeouts, stop));
         // Two clients connect and send nothing: they hold both slots.
         let mut a = TcpStream::connect(addr).await.unwrap();
         let mut b = TcpStream::connect(addr).await.unwrap();
         tokio::time::sleep(Duration::from_millis(50)).await;
-        // A third is closed at once.
+        // A third is answered 503 and closed at once.
         let mut c = TcpStream::connect(addr).await.unwrap();
-        assert!(closed_within(&mut c, Duration::from_millis(200)).await);
+        let mut refusal = String::new();
+        tokio::time::timeout(Duration::from_millis(200), c.read_to_string(&mut refusal))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(refusal.starts_with("HTTP/1.1 503"), "{refusal}");
         // The idle two are closed once their time is up, freeing the slots.
         assert!(closed_within(&mut a, limit * 3).await);
         assert!(closed_within(&mut b, limit * 3).await);
@@ -273,5 +273,14 @@ mod tests {
         let mut answer = String::new();
         d.read_to_string(&mut answer).await.unwrap();
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        // Counted under the families `oka serve` reports its ports' with.
+        let text = metrics.render();
+        for want in [
+            r#"oka_http_refused_total{reason="connection_cap"} 1"#,
+            r#"oka_http_connection_timeouts_total{phase="header_read"} 2"#,
+            "oka_http_connections_accepted_total 4",
+        ] {
+            assert!(text.contains(want), "{want} in\n{text}");
+        }
     }
 }

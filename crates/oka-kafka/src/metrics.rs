@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use oka_ingest::IngestMetrics;
 use oka_telemetry::families as F;
+use oka_telemetry::http::{ConnEvents, ConnRefusal, ConnTimeout};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
@@ -198,7 +199,100 @@ pub struct KafkaMetrics {
     ingest_lag: Histogram,
     ingest_batch: Histogram,
     ingest_retries: Counter,
+    http: HttpCounters,
     backend: &'static str,
+}
+
+/// The admin port's connection counters, under the `oka_http_*` families
+/// `oka serve` reports its ports' with.
+#[derive(Debug, Default)]
+struct HttpCounters {
+    accepted: Counter,
+    timeouts: Family<PhaseLabel, Counter>,
+    refused: Family<ReasonLabel, Counter>,
+    accept_errors: Family<KindLabel, Counter>,
+    unanswered: Counter,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabel {
+    phase: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: &'static str,
+}
+
+impl HttpCounters {
+    /// Registers the families, each series created at zero (a rate over a
+    /// series that appears at its first increment misses that increment).
+    fn register(&self, r: &mut Registry) {
+        for phase in ConnTimeout::ALL {
+            drop(self.timeouts.get_or_create(&PhaseLabel {
+                phase: phase.label(),
+            }));
+        }
+        for why in ConnRefusal::ALL {
+            drop(self.refused.get_or_create(&ReasonLabel {
+                reason: why.label(),
+            }));
+        }
+        for kind in ["fd_limit", "other"] {
+            drop(self.accept_errors.get_or_create(&KindLabel { kind }));
+        }
+        let f = F::HTTP_CONNECTIONS_ACCEPTED;
+        r.register(f.name, f.help, self.accepted.clone());
+        let f = F::HTTP_CONNECTION_TIMEOUTS;
+        r.register(f.name, f.help, self.timeouts.clone());
+        let f = F::HTTP_REFUSED;
+        r.register(f.name, f.help, self.refused.clone());
+        let f = F::HTTP_ACCEPT_ERRORS;
+        r.register(f.name, f.help, self.accept_errors.clone());
+        let f = F::HTTP_SHUTDOWN_UNANSWERED;
+        r.register(f.name, f.help, self.unanswered.clone());
+    }
+}
+
+impl ConnEvents for KafkaMetrics {
+    fn connection_accepted(&self) {
+        self.http.accepted.inc();
+    }
+
+    fn connection_refused(&self, why: ConnRefusal) {
+        self.http
+            .refused
+            .get_or_create(&ReasonLabel {
+                reason: why.label(),
+            })
+            .inc();
+    }
+
+    fn accept_failed(&self, fd_limit: bool) {
+        let kind = if fd_limit { "fd_limit" } else { "other" };
+        self.http
+            .accept_errors
+            .get_or_create(&KindLabel { kind })
+            .inc();
+    }
+
+    fn connection_timed_out(&self, phase: ConnTimeout) {
+        self.http
+            .timeouts
+            .get_or_create(&PhaseLabel {
+                phase: phase.label(),
+            })
+            .inc();
+    }
+
+    fn unanswered_connections(&self, n: u64) {
+        self.http.unanswered.inc_by(n);
+    }
 }
 
 impl KafkaMetrics {
@@ -227,6 +321,7 @@ impl KafkaMetrics {
             ingest_lag: Histogram::new(F::LAG_BUCKETS.iter().copied()),
             ingest_batch: Histogram::new(F::BATCH_BUCKETS.iter().copied()),
             ingest_retries: Counter::default(),
+            http: HttpCounters::default(),
             backend,
         };
         let r = &mut m.registry;
@@ -309,6 +404,7 @@ impl KafkaMetrics {
         r.register(name, help, m.ingest_batch.clone());
         let (name, help) = shared(F::INGEST_RETRIES);
         r.register(name, help, m.ingest_retries.clone());
+        m.http.register(r);
         r.register_collector(Box::new(Lag(partitions)));
         m
     }

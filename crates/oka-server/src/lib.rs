@@ -12,13 +12,12 @@
 //!   `prometheus-client` at scrape time) and Volga-style windowed stats.
 //! - [`state`]: what handlers share (atomically reloadable), admission control;
 //!   [`auth`]: API keys; [`catalog`]: the registry as JSON.
-//! - [`runtime`]: per-core worker threads on `SO_REUSEPORT` listeners, their
-//!   accept loops and shutdown; [`conn`]: one connection and its timeouts;
-//!   `shutdown`: the signal they watch.
+//! - [`runtime`]: per-core worker threads on `SO_REUSEPORT` listeners and the
+//!   drain on shutdown; each accept loop is `oka_telemetry::http::Listener` (the
+//!   one every Oka port is served by: connection cap, timeouts, descriptor limits).
 
 pub mod auth;
 pub mod catalog;
-pub mod conn;
 pub mod error;
 pub mod ingest;
 pub mod metrics;
@@ -26,7 +25,6 @@ pub mod openapi;
 pub mod router;
 pub mod runtime;
 pub mod serve;
-mod shutdown;
 pub mod state;
 pub mod stats;
 

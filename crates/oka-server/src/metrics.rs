@@ -24,8 +24,8 @@ pub struct WorkerCounters {
     pub requests: AtomicU64,
     /// Requests refused by admission control.
     pub shed: AtomicU64,
-    /// Client connections open now.
-    pub connections: AtomicUsize,
+    /// Client connections open now (kept by the worker's listener).
+    pub connections: Arc<AtomicUsize>,
 }
 
 pub use oka_telemetry::families::{BATCH_BUCKETS, LAG_BUCKETS, LATENCY_BUCKETS};
@@ -162,25 +162,7 @@ fn status_class(status: u16) -> usize {
     }
 }
 
-/// Which timeout closed a connection.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConnTimeout {
-    /// A request head did not arrive within the header-read timeout.
-    HeaderRead,
-    /// The connection sat idle between requests past the idle timeout.
-    Idle,
-}
-
-impl ConnTimeout {
-    const ALL: [ConnTimeout; 2] = [ConnTimeout::HeaderRead, ConnTimeout::Idle];
-
-    fn label(self) -> &'static str {
-        match self {
-            Self::HeaderRead => "header_read",
-            Self::Idle => "idle",
-        }
-    }
-}
+pub use oka_telemetry::http::ConnTimeout;
 
 /// What a limit refused, a bounded label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -383,16 +365,6 @@ impl Metrics {
         }
     }
 
-    /// A connection was accepted.
-    pub fn connection_accepted(&self) {
-        self.connections_accepted.add(1);
-    }
-
-    /// A timeout closed a connection.
-    pub fn connection_timed_out(&self, which: ConnTimeout) {
-        self.connection_timeouts[which as usize].add(1);
-    }
-
     /// A limit refused a connection or a request.
     pub fn refused(&self, what: Refusal) {
         self.refused[what as usize].add(1);
@@ -401,16 +373,6 @@ impl Metrics {
     /// How many `what` refused so far.
     pub fn refused_count(&self, what: Refusal) -> u64 {
         self.refused[what as usize].get()
-    }
-
-    /// `accept` failed; `fd_limit` when the process was out of descriptors.
-    pub fn accept_error(&self, fd_limit: bool) {
-        self.accept_errors[usize::from(!fd_limit)].add(1);
-    }
-
-    /// Connections closed by shutdown with complete requests unanswered.
-    pub fn unanswered_connections(&self, n: u64) {
-        self.unanswered.add(n);
     }
 
     /// A reload request ended.
@@ -480,5 +442,30 @@ impl oka_ingest::IngestMetrics for Metrics {
 
     fn retry(&self) {
         self.ingest_retries.add(1);
+    }
+}
+
+impl oka_telemetry::http::ConnEvents for Metrics {
+    fn connection_accepted(&self) {
+        self.connections_accepted.add(1);
+    }
+
+    fn connection_refused(&self, why: oka_telemetry::http::ConnRefusal) {
+        self.refused(match why {
+            oka_telemetry::http::ConnRefusal::ConnectionCap => Refusal::ConnectionCap,
+            oka_telemetry::http::ConnRefusal::FdLimit => Refusal::FdLimit,
+        });
+    }
+
+    fn accept_failed(&self, fd_limit: bool) {
+        self.accept_errors[usize::from(!fd_limit)].add(1);
+    }
+
+    fn connection_timed_out(&self, phase: ConnTimeout) {
+        self.connection_timeouts[phase as usize].add(1);
+    }
+
+    fn unanswered_connections(&self, n: u64) {
+        self.unanswered.add(n);
     }
 }

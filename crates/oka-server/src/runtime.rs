@@ -21,19 +21,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Protocol, Socket, Type};
+pub use oka_telemetry::http::ConnTimeouts;
+use oka_telemetry::http::{Listener, Served, bind, check_fd_limit};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tracing::{error, info, warn};
 
-use crate::conn::{self, ConnTimeouts};
-use crate::metrics::{Metrics, Refusal, WorkerCounters};
+use crate::metrics::{Metrics, WorkerCounters};
 use crate::router::{admin_router, router};
-use crate::shutdown::stopped;
 use crate::state::{AppState, Shared};
-
-mod accept;
-use accept::{AcceptErrors, check_fd_limit, is_connection_error};
 
 /// How workers run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -232,167 +227,6 @@ impl Running {
     }
 }
 
-fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    #[cfg(unix)]
-    socket.set_reuse_port(true)?;
-    socket.set_tcp_nodelay(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(1024)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket.into())
-}
-
-/// What a server thread reports when it ends.
-#[derive(Debug, Clone, Copy, Default)]
-struct Served {
-    /// Connections closed by the shutdown with requests unanswered.
-    unanswered: u64,
-}
-
-/// One accept loop: a listener, its router and its limits.
-struct Server {
-    name: String,
-    app: axum::Router,
-    draining: Arc<AtomicBool>,
-    counters: Arc<WorkerCounters>,
-    metrics: Arc<Metrics>,
-    timeouts: ConnTimeouts,
-    max_connections: usize,
-}
-
-/// At most this many refused connections linger (reading what their client sent
-/// so the 503 is not lost to a reset); beyond, they are answered and closed at once.
-const MAX_LINGERING_REFUSALS: usize = 64;
-
-impl Server {
-    /// Accepts until `stop`, then stops accepting, lets every connection finish
-    /// (each sees `stop` and shuts down gracefully) and reports.
-    async fn run(self, listener: tokio::net::TcpListener, stop: watch::Receiver<bool>) -> Served {
-        let mut connections = JoinSet::new();
-        let mut lingering = JoinSet::new();
-        let mut accept_errors = AcceptErrors::new();
-        let mut stopping = std::pin::pin!(stopped(stop.clone()));
-        loop {
-            let accepted = tokio::select! {
-                biased;
-                () = &mut stopping => break,
-                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
-                Some(_) = lingering.join_next(), if !lingering.is_empty() => continue,
-                accepted = listener.accept() => accepted,
-            };
-            let stream = match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) if is_connection_error(&e) => continue,
-                Err(e) => {
-                    accept_errors.handle(&self, &listener, &e).await;
-                    continue;
-                }
-            };
-            self.admit(stream, &mut connections, &mut lingering, &stop);
-        }
-        // Stop accepting. Connections the kernel has completed but this loop not
-        // yet taken would be reset when the listening socket closes, with the
-        // requests their clients may already have sent: they are taken first.
-        for stream in backlog(listener) {
-            self.admit(stream, &mut connections, &mut lingering, &stop);
-        }
-        lingering.abort_all();
-        let mut served = Served::default();
-        while let Some(ended) = connections.join_next().await {
-            if ended.is_ok_and(|e| e.unanswered) {
-                served.unanswered += 1;
-            }
-        }
-        self.metrics.unanswered_connections(served.unanswered);
-        served
-    }
-}
-
-impl Server {
-    /// Serves a new connection, or refuses it at the connection cap.
-    fn admit(
-        &self,
-        stream: tokio::net::TcpStream,
-        connections: &mut JoinSet<conn::Ended>,
-        lingering: &mut JoinSet<()>,
-        stop: &watch::Receiver<bool>,
-    ) {
-        self.metrics.connection_accepted();
-        if self.counters.connections.load(Ordering::Acquire) >= self.max_connections {
-            self.metrics.refused(Refusal::ConnectionCap);
-            if lingering.len() < MAX_LINGERING_REFUSALS {
-                lingering.spawn(conn::refuse(stream));
-            } else {
-                conn::refuse_now(&stream);
-            }
-            return;
-        }
-        let _ = stream.set_nodelay(true);
-        let open = OpenConnection::new(Arc::clone(&self.counters));
-        let serving = conn::serve(
-            stream,
-            self.app.clone(),
-            self.timeouts,
-            Arc::clone(&self.metrics),
-            conn::Shutdown {
-                draining: Arc::clone(&self.draining),
-                stop: stop.clone(),
-            },
-        );
-        connections.spawn(async move {
-            let ended = serving.await;
-            drop(open);
-            ended
-        });
-    }
-}
-
-/// Closes `listener`, returning the connections waiting in its backlog (asked
-/// of the kernel, not the runtime, which may not have seen them yet).
-fn backlog(listener: tokio::net::TcpListener) -> Vec<tokio::net::TcpStream> {
-    let Ok(listener) = listener.into_std() else {
-        return Vec::new();
-    };
-    let mut taken = Vec::new();
-    while taken.len() < MAX_BACKLOG_TAKEN {
-        match listener.accept() {
-            Ok((stream, _)) => {
-                if let Ok(stream) = stream
-                    .set_nonblocking(true)
-                    .and_then(|()| tokio::net::TcpStream::from_std(stream))
-                {
-                    taken.push(stream);
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    taken
-}
-
-/// The most connections taken from a closing listener's backlog (it holds at
-/// most the `listen` backlog of 1024).
-const MAX_BACKLOG_TAKEN: usize = 1024;
-
-/// Counts an open connection on its worker while alive.
-struct OpenConnection(Arc<WorkerCounters>);
-
-impl OpenConnection {
-    fn new(counters: Arc<WorkerCounters>) -> Self {
-        counters.connections.fetch_add(1, Ordering::AcqRel);
-        Self(counters)
-    }
-}
-
-impl Drop for OpenConnection {
-    fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::AcqRel);
-    }
-}
-
 /// What a server thread serves.
 enum App {
     /// A worker: its router is built on its runtime, after it opened its own store
@@ -470,12 +304,12 @@ fn spawn_server(
                         return Served::default();
                     }
                 };
-                let server = Server {
+                let server = Listener {
                     name,
                     app,
                     draining,
-                    counters,
-                    metrics,
+                    open: Arc::clone(&counters.connections),
+                    events: metrics,
                     timeouts,
                     max_connections,
                 };
@@ -488,7 +322,7 @@ fn spawn_server(
 pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> {
     let workers = config.workers.max(1);
     let max_connections = config.max_connections.max(1);
-    let admin = bind(config.admin_listen)?;
+    let admin = bind(config.admin_listen, false)?;
     let admin_addr = admin.local_addr()?;
     let (stop_workers, rx) = watch::channel(false);
     let (stop_admin, admin_rx) = watch::channel(false);
@@ -526,7 +360,7 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
             (addr, threads)
         }
         RuntimeMode::Shared => {
-            let listener = bind(config.listen)?;
+            let listener = bind(config.listen, false)?;
             let addr = listener.local_addr()?;
             // One router, and the shared store, for every thread of the runtime.
             let state = AppState::new(Arc::clone(&shared), 0);
@@ -577,11 +411,11 @@ fn reuseport_listeners(
     if listen.port() != 0 {
         drop(TcpListener::bind(listen)?);
     }
-    let first = bind(listen)?;
+    let first = bind(listen, true)?;
     let addr = first.local_addr()?;
     let mut listeners = vec![first];
     for _ in 1..workers {
-        listeners.push(bind(addr)?);
+        listeners.push(bind(addr, true)?);
     }
     Ok((addr, listeners))
 }

@@ -80,6 +80,41 @@ pub const INGEST_RETRIES: Family = Family {
     buckets: &[],
 };
 
+/// `oka_http_connections_accepted_total`.
+pub const HTTP_CONNECTIONS_ACCEPTED: Family = Family {
+    name: "oka_http_connections_accepted",
+    help: "Client connections accepted (including the ones then refused)",
+    buckets: &[],
+};
+
+/// `oka_http_connection_timeouts_total` (label `phase`).
+pub const HTTP_CONNECTION_TIMEOUTS: Family = Family {
+    name: "oka_http_connection_timeouts",
+    help: "Connections closed by a timeout, by phase (header_read: a request head too slow; idle: nothing sent between requests)",
+    buckets: &[],
+};
+
+/// `oka_http_refused_total` (label `reason`).
+pub const HTTP_REFUSED: Family = Family {
+    name: "oka_http_refused",
+    help: "Connections and requests refused by a limit, by reason (the in-flight limit is oka_http_requests_shed_total)",
+    buckets: &[],
+};
+
+/// `oka_http_accept_errors_total` (label `kind`: `fd_limit`, `other`).
+pub const HTTP_ACCEPT_ERRORS: Family = Family {
+    name: "oka_http_accept_errors",
+    help: "Failed accepts, by kind (fd_limit: the process was out of file descriptors)",
+    buckets: &[],
+};
+
+/// `oka_http_shutdown_unanswered_connections_total`.
+pub const HTTP_SHUTDOWN_UNANSWERED: Family = Family {
+    name: "oka_http_shutdown_unanswered_connections",
+    help: "Connections a shutdown closed while complete requests on them were unanswered",
+    buckets: &[],
+};
+
 /// Every shared family, for checks that walk them.
 pub const ALL: &[Family] = &[
     STORAGE_WRITE_DURATION,
@@ -88,6 +123,11 @@ pub const ALL: &[Family] = &[
     INGEST_LAG,
     INGEST_BATCH_ROWS,
     INGEST_RETRIES,
+    HTTP_CONNECTIONS_ACCEPTED,
+    HTTP_CONNECTION_TIMEOUTS,
+    HTTP_REFUSED,
+    HTTP_ACCEPT_ERRORS,
+    HTTP_SHUTDOWN_UNANSWERED,
 ];
 
 #[cfg(test)]

@@ -1,11 +1,13 @@
 //! Oka's telemetry, shared by every process (`oka serve`, `oka source kafka`, and
-//! what comes next), so that a metric family means the same everywhere.
+//! what comes next), so that a port, a metric family and an error read the same
+//! everywhere.
 //!
+//! - [`http`]: the bounded HTTP listener every port is served by (connection cap,
+//!   header-read and idle timeouts, descriptor exhaustion, drain on shutdown);
 //! - [`families`]: one definition (name, help, buckets) of each metric family more
-//!   than one process exposes; each process registers its handles under these.
-//!
-//! The bounded admin listener (connection cap, timeouts, `/healthz`, `/readyz`,
-//! `/metrics`) is to move here from `oka-server` and `oka-kafka` next (issue 27,
-//! item 1; see the closing note).
+//!   than one process exposes; each process registers its handles under these;
+//! - [`words`]: failures in words for a person.
 
 pub mod families;
+pub mod http;
+pub mod words;

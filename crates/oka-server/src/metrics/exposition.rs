@@ -121,14 +121,14 @@ impl Collector for Scrape {
         )?;
         single(
             e,
-            "oka_http_connections_accepted",
-            "Client connections accepted (including the ones then refused).",
+            F::HTTP_CONNECTIONS_ACCEPTED.name,
+            &F::HTTP_CONNECTIONS_ACCEPTED.help_line(),
             &m.connections_accepted,
         )?;
         family(
             e,
-            "oka_http_connection_timeouts",
-            "Connections closed by a timeout, by phase (header_read: a request head too slow; idle: nothing sent between requests).",
+            F::HTTP_CONNECTION_TIMEOUTS.name,
+            &F::HTTP_CONNECTION_TIMEOUTS.help_line(),
             MetricType::Counter,
             ConnTimeout::ALL
                 .iter()
@@ -136,8 +136,8 @@ impl Collector for Scrape {
         )?;
         family(
             e,
-            "oka_http_refused",
-            "Connections and requests refused by a limit, by reason (the in-flight limit is oka_http_requests_shed_total).",
+            F::HTTP_REFUSED.name,
+            &F::HTTP_REFUSED.help_line(),
             MetricType::Counter,
             Refusal::ALL
                 .iter()
@@ -145,8 +145,8 @@ impl Collector for Scrape {
         )?;
         family(
             e,
-            "oka_http_accept_errors",
-            "Failed accepts, by kind (fd_limit: the process was out of file descriptors).",
+            F::HTTP_ACCEPT_ERRORS.name,
+            &F::HTTP_ACCEPT_ERRORS.help_line(),
             MetricType::Counter,
             ["fd_limit", "other"]
                 .iter()
@@ -155,8 +155,8 @@ impl Collector for Scrape {
         )?;
         single(
             e,
-            "oka_http_shutdown_unanswered_connections",
-            "Connections a shutdown closed while complete requests on them were unanswered.",
+            F::HTTP_SHUTDOWN_UNANSWERED.name,
+            &F::HTTP_SHUTDOWN_UNANSWERED.help_line(),
             &m.unanswered,
         )?;
         family(

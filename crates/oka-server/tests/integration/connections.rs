@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use oka_server::Limits;
-use oka_server::conn::ConnTimeouts;
+use oka_server::runtime::ConnTimeouts;
 use oka_server::runtime::{Running, ServerConfig, start};
 
 use super::{Fixture, fixture_with};

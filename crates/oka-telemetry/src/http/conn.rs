@@ -16,7 +16,7 @@
 //! and `Tracked` tells it when a request is being served (no connection
 //! deadline then).
 //!
-//! Shutdown comes in two steps ([`crate::runtime::Running`]). While the server
+//! Shutdown comes in two steps (in `oka serve`: `oka_server::runtime::Running`). While the server
 //! drains, every answer carries `connection: close`, so keep-alive clients move
 //! to a new connection (through the load balancer, to another instance). Once it
 //! stops, a connection with nothing of a next request received closes at once;
@@ -49,7 +49,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
-use crate::metrics::{ConnTimeout, Metrics};
+use super::{ConnEvents, ConnTimeout};
 
 /// How long a connection may take between and before requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,7 +106,7 @@ pub struct Clocked {
     /// `served` when bytes last arrived: equal to `served` now when some of the
     /// next request has arrived.
     received_at: Option<u64>,
-    metrics: Arc<Metrics>,
+    events: Arc<dyn ConnEvents>,
 }
 
 impl Clocked {
@@ -114,7 +114,7 @@ impl Clocked {
         inner: TcpStream,
         phase: Arc<Phase>,
         timeouts: ConnTimeouts,
-        metrics: Arc<Metrics>,
+        events: Arc<dyn ConnEvents>,
     ) -> Self {
         Self {
             inner,
@@ -124,7 +124,7 @@ impl Clocked {
             armed: HEAD,
             armed_at: 0,
             received_at: None,
-            metrics,
+            events,
         }
     }
 
@@ -207,7 +207,7 @@ impl AsyncRead for Clocked {
                     "the request head did not arrive in time",
                 )
             };
-            this.metrics.connection_timed_out(which);
+            this.events.connection_timed_out(which);
             return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, what)));
         }
         pending
@@ -304,7 +304,7 @@ pub async fn serve(
     stream: TcpStream,
     app: Router,
     timeouts: ConnTimeouts,
-    metrics: Arc<Metrics>,
+    events: Arc<dyn ConnEvents>,
     shutdown: Shutdown,
 ) -> Ended {
     let phase = Arc::new(Phase {
@@ -312,7 +312,7 @@ pub async fn serve(
         served: AtomicU64::new(0),
         stopping: AtomicBool::new(false),
     });
-    let io = TokioIo::new(Clocked::new(stream, Arc::clone(&phase), timeouts, metrics));
+    let io = TokioIo::new(Clocked::new(stream, Arc::clone(&phase), timeouts, events));
     let mut conn = hyper::server::conn::http1::Builder::new()
         // Oka's own timers (above) replace hyper's, which would also close
         // keep-alive connections after the header timeout.
@@ -325,7 +325,7 @@ pub async fn serve(
                 draining: shutdown.draining,
             },
         );
-    let mut stop = pin!(crate::shutdown::stopped(shutdown.stop));
+    let mut stop = pin!(super::stopped(shutdown.stop));
     let mut stopping = false;
     let result = std::future::poll_fn(|cx| {
         if !stopping && stop.as_mut().poll(cx).is_ready() {

@@ -7,15 +7,14 @@ use std::time::{Duration, Instant};
 
 use tracing::warn;
 
-use super::Server;
-use crate::conn;
-use crate::metrics::Refusal;
+use super::{ConnEvents, ConnRefusal, conn};
+use crate::words::io_reason;
 
 /// Failed accepts are logged at most this often per server.
 const ACCEPT_LOG_EVERY: Duration = Duration::from_secs(10);
 
 /// Accept errors that concern one connection (it went away before it was taken).
-pub(super) fn is_connection_error(e: &io::Error) -> bool {
+pub(crate) fn is_connection_error(e: &io::Error) -> bool {
     matches!(
         e.kind(),
         io::ErrorKind::ConnectionRefused
@@ -62,12 +61,13 @@ impl AcceptErrors {
     /// error that persists is not a busy loop.
     pub(super) async fn handle(
         &mut self,
-        server: &Server,
+        name: &str,
+        events: &dyn ConnEvents,
         listener: &tokio::net::TcpListener,
         e: &io::Error,
     ) {
         let fd_limit = is_fd_limit(e);
-        server.metrics.accept_error(fd_limit);
+        events.accept_failed(fd_limit);
         if self
             .last_logged
             .is_none_or(|t| t.elapsed() >= ACCEPT_LOG_EVERY)
@@ -77,7 +77,7 @@ impl AcceptErrors {
             } else {
                 "accepting a connection failed"
             };
-            warn!(server = %server.name, error = %crate::error::io_reason(e), suppressed = self.unlogged, "{reason}");
+            warn!(server = %name, error = %io_reason(e), suppressed = self.unlogged, "{reason}");
             self.last_logged = Some(Instant::now());
             self.unlogged = 0;
         } else {
@@ -85,8 +85,8 @@ impl AcceptErrors {
         }
         if fd_limit && self.spare.take().is_some() {
             if let Some(Ok((stream, _))) = futures::FutureExt::now_or_never(listener.accept()) {
-                server.metrics.connection_accepted();
-                server.metrics.refused(Refusal::FdLimit);
+                events.connection_accepted();
+                events.connection_refused(ConnRefusal::FdLimit);
                 conn::refuse_now(&stream);
             }
             self.spare = spare_fd();
@@ -101,7 +101,7 @@ impl AcceptErrors {
 
 /// Warns when the process's descriptor limit is below what the connection caps
 /// allow (Linux: read from `/proc/self/limits`).
-pub(super) fn check_fd_limit(connections: usize) {
+pub fn check_fd_limit(connections: usize) {
     let Some(limit) = std::fs::read_to_string("/proc/self/limits")
         .ok()
         .and_then(|text| soft_fd_limit(&text))
