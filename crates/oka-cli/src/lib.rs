@@ -16,6 +16,7 @@
 //! - `logs`: the `OKA_LOG` filter and log format; `serve_args`: `oka serve`'s flags.
 //! - `demo.yaml`: the spec served by `oka serve --demo`.
 
+mod feast;
 mod help;
 pub mod ingest;
 pub mod init;
@@ -92,6 +93,9 @@ enum Command {
     /// Copy another system's features into a store in Oka's layout.
     #[command(subcommand)]
     Migrate(MigrateCommand),
+    /// Read a Feast feature repository (feature_store.yaml and its file registry).
+    #[command(subcommand)]
+    Feast(feast::FeastCommand),
     /// Print the demo spec.
     DemoSpec,
     /// Write the OpenAPI 3.1 documents of the serving port (`openapi.json`) and the
@@ -168,6 +172,7 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             store,
             store_replication,
         } => schema(&store, &store_replication),
+        Command::Feast(command) => feast::run(&command),
         Command::Validate { spec } => validate(&spec, &natives),
         Command::Openapi { out } => openapi(&out),
         Command::Init { dir, force } => {
@@ -351,14 +356,23 @@ fn reloader(
     args: &ServeArgs,
     natives: NativeUdfs,
     store: Arc<dyn oka_storage::FeatureStore>,
+    feast: Option<oka_feast::SharedRegistry>,
 ) -> oka_server::state::Reloader {
     let (spec, keys_file) = (args.spec.clone(), args.api_keys_file.clone());
+    let feast_repo = args.feast_repo.clone();
     let url = args.store.url().to_owned();
     Box::new(move || {
-        let (registry, keys) =
-            load::spec_and_keys(spec.as_deref(), keys_file.as_deref(), &natives)?;
+        let from = match (&feast_repo, &spec) {
+            (Some(repo), _) => load::SpecFrom::Feast(repo),
+            (None, Some(spec)) => load::SpecFrom::File(spec),
+            (None, None) => load::SpecFrom::Demo,
+        };
+        let (registry, keys, loaded) = load::spec_and_keys(from, keys_file.as_deref(), &natives)?;
         stores::check_fit(&*store, &registry, &url)
             .map_err(|(message, public)| oka_server::state::ReloadFailure { message, public })?;
+        if let (Some(shared), Some((_, feast_registry))) = (&feast, loaded) {
+            shared.store(Arc::new(feast_registry));
+        }
         Ok((registry, keys))
     })
 }
@@ -367,15 +381,18 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     RELOADS_ON_HANGUP.store(true, std::sync::atomic::Ordering::Release);
     logs::init(args.log_format);
     quiet_udf_panics();
-    let (registry, keys) = load::spec_and_keys(
-        args.spec.as_deref(),
-        args.api_keys_file.as_deref(),
-        &natives,
-    )
-    .map_err(|e| anyhow::anyhow!(e.message))?;
+    let (registry, keys, feast) =
+        load::spec_and_keys(args.spec_from(), args.api_keys_file.as_deref(), &natives)
+            .map_err(|e| anyhow::anyhow!(e.message))?;
+    let mut args = args;
+    let feast = feast::prepare(&mut args.store, feast)?;
     warn_about_open_ports(args.listen, args.admin_listen, &keys);
     info!(
-        spec = %args.spec.as_ref().map_or("<demo>".to_owned(), |p| p.display().to_string()),
+        spec = %match args.spec_from() {
+            load::SpecFrom::File(p) => p.display().to_string(),
+            load::SpecFrom::Feast(repo) => format!("Feast repository {}", repo.display()),
+            load::SpecFrom::Demo => "<demo>".to_owned(),
+        },
         features = registry.features().len(),
         auth = if keys.enabled() { "on" } else { "off" },
         "spec loaded"
@@ -386,7 +403,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         .build()
         .context("building the main runtime")?;
     rt.block_on(async move {
-        let store = stores::open(&args.store, &args.reads).await?;
+        let store = stores::open_with(&args.store, &args.reads, feast.clone()).await?;
         info!(store = %stores::redact(args.store.url()), backend = store.backend(), "store opened");
         stores::check_fit(&*store, &registry, args.store.url())
             .map_err(|(message, _)| anyhow::Error::msg(message))?;
@@ -396,7 +413,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             );
         }
         let limits = limits(&args);
-        let reloader = reloader(&args, natives, Arc::clone(&store));
+        let reloader = reloader(&args, natives, Arc::clone(&store), feast);
         let shared = Shared::builder(registry, store)
             .store_name(stores::redact(args.store.url()))
             .limits(limits)

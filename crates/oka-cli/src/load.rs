@@ -9,14 +9,37 @@ use oka_server::state::ReloadFailure;
 
 use crate::DEMO_SPEC;
 
-/// Reads the spec (a file, or the demo) and the API keys (file and environment).
-/// Errors name the files as configured in `message`, and by file name only in
-/// `public`; no error shows a key.
+/// Where the spec comes from.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SpecFrom<'a> {
+    /// A spec file.
+    File(&'a std::path::Path),
+    /// The built-in demo.
+    Demo,
+    /// A Feast feature repository: its feature_store.yaml and registry.
+    Feast(&'a std::path::Path),
+}
+
+/// What was loaded: the registry, the keys, and for a Feast repository its
+/// settings and registry.
+pub(crate) type Loaded = (
+    Arc<Registry>,
+    ApiKeys,
+    Option<(oka_feast::FeastConfig, oka_feast::FeastRegistry)>,
+);
+
+/// Reads the spec (a file, the demo, or a Feast repository's registry) and the
+/// API keys (file and environment). Errors name the files as configured in
+/// `message`, and by file name only in `public`; no error shows a key.
 pub(crate) fn spec_and_keys(
-    spec: Option<&std::path::Path>,
+    from: SpecFrom<'_>,
     keys_file: Option<&std::path::Path>,
     natives: &NativeUdfs,
-) -> Result<(Arc<Registry>, ApiKeys), ReloadFailure> {
+) -> Result<Loaded, ReloadFailure> {
+    let spec = match from {
+        SpecFrom::File(p) | SpecFrom::Feast(p) => Some(p),
+        SpecFrom::Demo => None,
+    };
     let paths: Vec<&std::path::Path> = spec.into_iter().chain(keys_file).collect();
     let fail = |message: &dyn std::fmt::Display| {
         let message = message.to_string();
@@ -40,9 +63,17 @@ pub(crate) fn spec_and_keys(
             ))
         })
     };
-    let (origin, yaml) = match spec {
-        Some(path) => (path.display().to_string(), read(path, "spec")?),
-        None => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
+    let mut feast = None;
+    let (origin, yaml) = match from {
+        SpecFrom::File(path) => (path.display().to_string(), read(path, "spec")?),
+        SpecFrom::Demo => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
+        SpecFrom::Feast(repo) => {
+            let (config, registry) = crate::feast::load(repo).map_err(|e| fail(&e))?;
+            let yaml = oka_feast::spec::pipeline_spec(&registry);
+            let origin = config.registry.display().to_string();
+            feast = Some((config, registry));
+            (origin, yaml)
+        }
     };
     let registry = Registry::from_yaml(&origin, &yaml, natives)
         .map_err(|e| fail(&format_args!("invalid spec:\n{e}")))?;
@@ -58,5 +89,5 @@ pub(crate) fn spec_and_keys(
                 .map_err(|e| fail(&e))?,
         );
     }
-    Ok((Arc::new(registry), keys))
+    Ok((Arc::new(registry), keys, feast))
 }

@@ -31,10 +31,22 @@ pub struct ServeArgs {
         help_heading = "Serving",
         long,
         env = "OKA_SPEC",
-        required_unless_present = "demo",
+        required_unless_present_any = ["demo", "feast_repo"],
         conflicts_with = "demo"
     )]
     pub spec: Option<PathBuf>,
+    /// Serve a Feast feature repository: the directory holding its
+    /// feature_store.yaml, whose file registry gives the features (a pipeline
+    /// feature per online feature view) and whose Redis online store is read in
+    /// Feast's layout (docs/migrating-from-feast.md).
+    #[arg(
+        help_heading = "Serving",
+        long,
+        env = "OKA_FEAST_REPO",
+        value_name = "DIR",
+        conflicts_with_all = ["demo", "spec"]
+    )]
+    pub feast_repo: Option<PathBuf>,
     /// Serve the built-in demo spec (the seed workload) with its mock source.
     #[arg(help_heading = "Serving", long)]
     pub demo: bool,
@@ -200,5 +212,16 @@ pub fn server_config(args: &ServeArgs) -> ServerConfig {
         },
         max_connections: args.max_connections.max(1),
         ..ServerConfig::new(args.listen, args.admin_listen)
+    }
+}
+
+impl ServeArgs {
+    /// Where the spec comes from.
+    pub(crate) fn spec_from(&self) -> crate::load::SpecFrom<'_> {
+        match (&self.feast_repo, &self.spec) {
+            (Some(repo), _) => crate::load::SpecFrom::Feast(repo),
+            (None, Some(spec)) => crate::load::SpecFrom::File(spec),
+            (None, None) => crate::load::SpecFrom::Demo,
+        }
     }
 }

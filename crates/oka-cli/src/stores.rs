@@ -234,6 +234,15 @@ pub const MEMORY: &str = "memory://";
 /// options); a store that cannot be reached is reported by its URL, with what
 /// went wrong and what to check.
 pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureStore>> {
+    open_with(args, reads, None).await
+}
+
+/// [`open`], with the Feast registry a `layout=feast` Redis store reads by.
+pub async fn open_with(
+    args: &StoreArgs,
+    reads: &ReadArgs,
+    feast: Option<oka_feast::SharedRegistry>,
+) -> Result<Arc<dyn FeatureStore>> {
     let url = args.url();
     let scheme = url.split_once("://").map_or(url, |(s, _)| s);
     if reads.cache == CacheMode::Tracking && !scheme.starts_with("redis") {
@@ -259,6 +268,7 @@ pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureS
                 key_prefix: args.store_key_prefix.clone(),
                 tls_ca_file: args.store_tls_ca_file.clone(),
                 per_worker: reads.store_worker_connections,
+                feast,
             };
             oka_redis::url::check_options(url)
                 .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;

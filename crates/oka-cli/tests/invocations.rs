@@ -49,15 +49,15 @@ fn bad_invocations_have_human_messages() {
         ),
         (
             ingest(&["--store", "redis://127.0.0.1:6379?layuot=x"]),
-            "error: the store URL `redis://127.0.0.1:6379?layuot=x`: unknown option `layuot`: redis:// takes only `layout` (`oka` or `volga`); `sentinelServiceName` makes it a sentinel URL (did you mean `layout`?)".into(),
+            "error: the store URL `redis://127.0.0.1:6379?layuot=x`: unknown option `layuot`: redis:// takes only `layout` (`oka`, `volga` or `feast`); `sentinelServiceName` makes it a sentinel URL (did you mean `layout`?)".into(),
         ),
         (
             ingest(&["--store", "redis-cluster://127.0.0.1:6379?nod=127.0.0.1:6380"]),
-            "error: the store URL `redis-cluster://127.0.0.1:6379?nod=127.0.0.1:6380`: unknown option `nod`: redis-cluster:// takes only `node` (another cluster node, host:port) and `layout` (`oka` or `volga`) (did you mean `node`?)".into(),
+            "error: the store URL `redis-cluster://127.0.0.1:6379?nod=127.0.0.1:6380`: unknown option `nod`: redis-cluster:// takes only `node` (another cluster node, host:port) and `layout` (`oka`, `volga` or `feast`) (did you mean `node`?)".into(),
         ),
         (
             ingest(&["--store", "rediss://127.0.0.1:6379/0?layout=x"]),
-            "error: the store URL `rediss://127.0.0.1:6379/0?layout=x`: `layout=x`: the layouts are `oka` (the default: Oka's own) and `volga` (Volga's hot-feature hashes, read-only)".into(),
+            "error: the store URL `rediss://127.0.0.1:6379/0?layout=x`: `layout=x`: the layouts are `oka` (the default: Oka's own), `volga` (Volga's hot-feature hashes, read-only) and `feast` (Feast's online store, with `oka serve --feast-repo`)".into(),
         ),
         (
             ingest(&["--store", "redis-sentinel://:pw@127.0.0.1:26379?sentinelServicename=m"]),
@@ -105,11 +105,11 @@ fn bad_invocations_have_human_messages() {
         ),
         (
             owned(&["serve", "--demo", "--store", "redis://127.0.0.1:6379?layout=volgaa"]),
-            "error: the store URL `redis://127.0.0.1:6379?layout=volgaa`: `layout=volgaa`: the layouts are `oka` (the default: Oka's own) and `volga` (Volga's hot-feature hashes, read-only) (did you mean `volga`?)".into(),
+            "error: the store URL `redis://127.0.0.1:6379?layout=volgaa`: `layout=volgaa`: the layouts are `oka` (the default: Oka's own), `volga` (Volga's hot-feature hashes, read-only) and `feast` (Feast's online store, with `oka serve --feast-repo`) (did you mean `volga`?)".into(),
         ),
         (
             owned(&["serve", "--demo", "--store", "redis://127.0.0.1:6379?layuot=x"]),
-            "error: the store URL `redis://127.0.0.1:6379?layuot=x`: unknown option `layuot`: redis:// takes only `layout` (`oka` or `volga`); `sentinelServiceName` makes it a sentinel URL (did you mean `layout`?)".into(),
+            "error: the store URL `redis://127.0.0.1:6379?layuot=x`: unknown option `layuot`: redis:// takes only `layout` (`oka`, `volga` or `feast`); `sentinelServiceName` makes it a sentinel URL (did you mean `layout`?)".into(),
         ),
         (
             ingest(&["--store", &closed_cql]),

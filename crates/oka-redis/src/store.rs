@@ -29,6 +29,8 @@ use oka_storage::{FeatureStore, StoreError, StoreErrorKind, codec};
 use crate::url::Layout;
 use crate::volga_layout;
 
+mod feast;
+
 /// Commands per write pipeline.
 const WRITE_CHUNK: usize = 1000;
 
@@ -69,6 +71,9 @@ pub struct RedisOptions {
     /// runtime ([`FeatureStore::for_worker`]); otherwise every worker's commands go
     /// through the pool's connections, driven by the runtime that connected it.
     pub per_worker: bool,
+    /// The Feast registry naming the views of a `layout=feast` store (shared with
+    /// the reloader, which swaps in what `feast apply` changed).
+    pub feast: Option<oka_feast::SharedRegistry>,
 }
 
 impl Default for RedisOptions {
@@ -80,6 +85,7 @@ impl Default for RedisOptions {
             key_prefix: "oka:".to_owned(),
             tls_ca_file: None,
             per_worker: true,
+            feast: None,
         }
     }
 }
@@ -181,6 +187,7 @@ impl RedisStore {
             .map_err(|e| StoreError::new(StoreErrorKind::Misconfigured, e.to_string()))?;
         let (driver_url, layout) = crate::url::take_layout(url)
             .map_err(|e| StoreError::new(StoreErrorKind::Misconfigured, e.to_string()))?;
+        feast::check_registry(layout, &options)?;
         let mut config = Config::from_url(&driver_url).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::Misconfigured,
@@ -401,8 +408,10 @@ impl FeatureStore for RedisStore {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        if self.layout == Layout::Volga {
-            return self.read_volga(feature, keys, query).await;
+        match self.layout {
+            Layout::Volga => return self.read_volga(feature, keys, query).await,
+            Layout::Feast => return self.read_feast(feature, keys, query).await,
+            Layout::Oka => {}
         }
         let client = self.pool.next().with_options(&self.fail_fast());
         let replies: Vec<RedisValue> = match *query {
@@ -471,12 +480,17 @@ impl FeatureStore for RedisStore {
         feature: &Feature,
         records: &[(EntityKey, Row)],
     ) -> Result<(), StoreError> {
-        if self.layout == Layout::Volga {
+        if self.layout != Layout::Oka {
             return Err(StoreError::new(
                 StoreErrorKind::Unsupported,
                 format!(
-                    "redis: `{}` is read from Volga's layout, which takes no writes",
-                    feature.name
+                    "redis: `{}` is read from {}, which takes no writes here",
+                    feature.name,
+                    if self.layout == Layout::Volga {
+                        "Volga's layout"
+                    } else {
+                        "Feast's layout (writes through Feast's /push and /write-to-online-store come next)"
+                    }
                 ),
             ));
         }
@@ -521,6 +535,15 @@ impl FeatureStore for RedisStore {
                 layout: "volga",
                 limited_because: Some(
                     "the store is Volga's layout (`layout=volga`), which holds only the latest record of each key and takes no writes",
+                ),
+            },
+            Layout::Feast => oka_storage::Capabilities {
+                history: false,
+                writes: false,
+                tracking: false,
+                layout: "feast",
+                limited_because: Some(
+                    "the store is Feast's online store (`layout=feast`), which holds only the latest record of each key",
                 ),
             },
         }

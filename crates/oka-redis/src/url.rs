@@ -34,12 +34,15 @@ pub enum Layout {
     Oka,
     /// Volga's hashes, read-only, latest only (`layout=volga`).
     Volga,
+    /// Feast's online store hashes, latest only (`layout=feast`; the registry
+    /// that names the views comes from `oka serve --feast-repo`).
+    Feast,
 }
 
-/// A `layout` option with a value other than `oka` or `volga`.
+/// A `layout` option with a value other than `oka`, `volga` or `feast`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "`layout={0}`: the layouts are `oka` (the default: Oka's own) and `volga` (Volga's hot-feature hashes, read-only){1}"
+    "`layout={0}`: the layouts are `oka` (the default: Oka's own), `volga` (Volga's hot-feature hashes, read-only) and `feast` (Feast's online store, with `oka serve --feast-repo`){1}"
 )]
 pub struct UnknownLayout(pub String, pub String);
 
@@ -54,10 +57,11 @@ pub fn take_layout(url: &str) -> Result<(String, Layout), UnknownLayout> {
         match pair.split_once('=') {
             Some(("layout", "oka")) => layout = Layout::Oka,
             Some(("layout", "volga")) => layout = Layout::Volga,
+            Some(("layout", "feast")) => layout = Layout::Feast,
             Some(("layout", other)) => {
                 return Err(UnknownLayout(
                     other.to_owned(),
-                    did_you_mean(other, ["oka", "volga"]),
+                    did_you_mean(other, ["oka", "volga", "feast"]),
                 ));
             }
             None if pair == "layout" => return Err(UnknownLayout(String::new(), String::new())),
@@ -101,10 +105,10 @@ pub fn check_options(url: &str) -> Result<(), UnknownOption> {
             scheme: scheme.to_owned(),
             takes: match known {
                 [only, _] if *only == "node" => {
-                    "only `node` (another cluster node, host:port) and `layout` (`oka` or `volga`)"
+                    "only `node` (another cluster node, host:port) and `layout` (`oka`, `volga` or `feast`)"
                         .to_owned()
                 }
-                [_, _] => "only `layout` (`oka` or `volga`); `sentinelServiceName` makes it a sentinel URL".to_owned(),
+                [_, _] => "only `layout` (`oka`, `volga` or `feast`); `sentinelServiceName` makes it a sentinel URL".to_owned(),
                 _ => format!(
                     "only {}",
                     known
@@ -125,6 +129,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn feasts_layout_is_named_feast() {
+        assert_eq!(
+            take_layout("redis://h:1?layout=feast").unwrap(),
+            ("redis://h:1".to_owned(), Layout::Feast)
+        );
+        let e = take_layout("redis://h:1?layout=feats")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`feast`"), "{e}");
+    }
+
+    #[test]
     fn the_layout_option_is_taken_out_of_the_url() {
         assert_eq!(
             take_layout("redis://h:1/2?layout=volga").unwrap(),
@@ -142,7 +158,7 @@ mod tests {
             take_layout("redis://h?layout=volgaa")
                 .unwrap_err()
                 .to_string(),
-            "`layout=volgaa`: the layouts are `oka` (the default: Oka's own) and `volga` (Volga's hot-feature hashes, read-only) (did you mean `volga`?)"
+            "`layout=volgaa`: the layouts are `oka` (the default: Oka's own), `volga` (Volga's hot-feature hashes, read-only) and `feast` (Feast's online store, with `oka serve --feast-repo`) (did you mean `volga`?)"
         );
     }
 
@@ -163,13 +179,13 @@ mod tests {
             check_options("redis://host:6379?layuot=x")
                 .unwrap_err()
                 .to_string(),
-            "unknown option `layuot`: redis:// takes only `layout` (`oka` or `volga`); `sentinelServiceName` makes it a sentinel URL (did you mean `layout`?)"
+            "unknown option `layuot`: redis:// takes only `layout` (`oka`, `volga` or `feast`); `sentinelServiceName` makes it a sentinel URL (did you mean `layout`?)"
         );
         assert_eq!(
             check_options("redis-cluster://a:1?nod=b:2")
                 .unwrap_err()
                 .to_string(),
-            "unknown option `nod`: redis-cluster:// takes only `node` (another cluster node, host:port) and `layout` (`oka` or `volga`) (did you mean `node`?)"
+            "unknown option `nod`: redis-cluster:// takes only `node` (another cluster node, host:port) and `layout` (`oka`, `volga` or `feast`) (did you mean `node`?)"
         );
         assert_eq!(
             check_options("redis-sentinel://a:1?sentinelServicename=m")

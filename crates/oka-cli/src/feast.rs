@@ -1,0 +1,102 @@
+//! `oka feast …`: a Feast feature repository as Oka reads it.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow};
+use clap::{Args, Subcommand};
+use oka_feast::{FeastConfig, FeastRegistry};
+
+/// What `oka feast` does.
+#[derive(Debug, Subcommand)]
+pub enum FeastCommand {
+    /// Print an overlay skeleton for the repository's on-demand feature views: one
+    /// on-demand feature per view with its dependencies, request fields as typed
+    /// args and outputs, each output's CEL left to write (`~`), the view's Python
+    /// beside it as a comment.
+    Scaffold(RepoArgs),
+    /// Print the Oka spec the repository's online feature views map to (an entity
+    /// and a pipeline feature per view), after checking feature_store.yaml and the
+    /// registry.
+    Spec(RepoArgs),
+}
+
+/// The repository.
+#[derive(Debug, Args)]
+pub struct RepoArgs {
+    /// The Feast feature repository: the directory holding feature_store.yaml.
+    #[arg(long, env = "OKA_FEAST_REPO", value_name = "DIR")]
+    feast_repo: PathBuf,
+}
+
+/// Runs an `oka feast` command.
+pub fn run(command: &FeastCommand) -> Result<ExitCode> {
+    match command {
+        FeastCommand::Scaffold(args) => {
+            let (_, registry) = load(&args.feast_repo)?;
+            print!("{}", oka_feast::spec::overlay_skeleton(&registry));
+        }
+        FeastCommand::Spec(args) => {
+            let (_, registry) = load(&args.feast_repo)?;
+            print!("{}", oka_feast::spec::pipeline_spec(&registry));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Reads a repository's feature_store.yaml and the registry it names.
+pub fn load(repo: &Path) -> Result<(FeastConfig, FeastRegistry)> {
+    let config = FeastConfig::load(repo).map_err(|e| anyhow!("{e}"))?;
+    let registry =
+        FeastRegistry::load(&config.registry, &config.project).map_err(|e| anyhow!("{e}"))?;
+    Ok((config, registry))
+}
+
+/// The store URL of a repository's Redis online store in Feast's layout: the
+/// one `--store` gives (a Redis URL, to reach the same Redis another way: TLS
+/// options, a sentinel), else feature_store.yaml's.
+pub fn store_url(config: &FeastConfig, given: Option<&str>) -> Result<String> {
+    let url = given.unwrap_or(&config.redis.url);
+    if !url.starts_with("redis") {
+        return Err(anyhow!(
+            "--store {}: a Feast repository's online store is Redis; give a redis:// URL, or leave --store out to use feature_store.yaml's",
+            crate::stores::redact(url)
+        ));
+    }
+    let (base, layout) = oka_redis::url::take_layout(url).map_err(|e| anyhow!("--store: {e}"))?;
+    if given.is_some()
+        && layout != oka_redis::url::Layout::Oka
+        && layout != oka_redis::url::Layout::Feast
+    {
+        return Err(anyhow!("--store: with --feast-repo the layout is `feast`"));
+    }
+    let sep = if base.contains('?') { '&' } else { '?' };
+    Ok(format!("{base}{sep}layout=feast"))
+}
+
+/// Warns of what the repository holds that is not served yet, by name.
+pub fn report_unserved(registry: &FeastRegistry) {
+    for view in registry.on_demand.values() {
+        tracing::warn!(
+            on_demand_view = %view.name,
+            "not served: Feast's on-demand views are Python; an overlay giving their CEL comes with Feast's own routes (print a skeleton with `oka feast scaffold`)"
+        );
+    }
+    for view in registry.views.values().filter(|v| !v.online) {
+        tracing::info!(feature_view = %view.name, "not served: the feature view is offline only (`online=False`)");
+    }
+}
+
+/// For a Feast repository: points the store at its Redis in Feast's layout,
+/// reports what is not served, and shares its registry with the store.
+pub fn prepare(
+    store: &mut crate::stores::StoreArgs,
+    loaded: Option<(FeastConfig, FeastRegistry)>,
+) -> Result<Option<oka_feast::SharedRegistry>> {
+    let Some((config, registry)) = loaded else {
+        return Ok(None);
+    };
+    store.store = Some(store_url(&config, store.store.as_deref())?);
+    report_unserved(&registry);
+    Ok(Some(oka_feast::shared(registry)))
+}

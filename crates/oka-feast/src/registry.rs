@@ -1,0 +1,546 @@
+//! Feast's file registry (`registry.db`: one `feast.core.Registry` protobuf) as
+//! the objects of one project that Oka serves: entities, feature views, on-demand
+//! views, feature services and push sources, with every value type checked at
+//! load (a type Feast's Redis store cannot hold, or Oka cannot map, is named).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use prost::Message;
+
+use crate::config::RepoError;
+use crate::proto::core as pc;
+use crate::proto::types::value_type::Enum as VT;
+
+/// The largest registry file read (Feast's registries are kilobytes to a few
+/// megabytes; a bigger file is not one).
+pub const MAX_REGISTRY_BYTES: u64 = 256 * 1024 * 1024;
+
+/// The entity Feast gives a feature view declared without one.
+const DUMMY_ENTITY: &str = "__dummy";
+
+/// A Feast value type Oka serves: Feast's Redis store holds these (and null).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeastType {
+    /// `BYTES`
+    Bytes,
+    /// `STRING`
+    String,
+    /// `INT32`
+    Int32,
+    /// `INT64`
+    Int64,
+    /// `DOUBLE`
+    Double,
+    /// `FLOAT`
+    Float,
+    /// `BOOL`
+    Bool,
+    /// `UNIX_TIMESTAMP` (seconds)
+    UnixTimestamp,
+    /// A list of a scalar type (`BYTES_LIST` … `UNIX_TIMESTAMP_LIST`).
+    List(Scalar),
+}
+
+/// The element type of a [`FeastType::List`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scalar {
+    /// bytes
+    Bytes,
+    /// string
+    String,
+    /// int32
+    Int32,
+    /// int64
+    Int64,
+    /// double
+    Double,
+    /// float
+    Float,
+    /// bool
+    Bool,
+    /// unix timestamp
+    UnixTimestamp,
+}
+
+impl FeastType {
+    /// The type of a registry's `ValueType.Enum` number, or its name when Oka
+    /// does not serve it.
+    pub fn from_proto(n: i32) -> Result<Self, UnsupportedType> {
+        let Ok(e) = VT::try_from(n) else {
+            return Err(UnsupportedType(format!("value type number {n}")));
+        };
+        Ok(match e {
+            VT::Bytes => Self::Bytes,
+            VT::String => Self::String,
+            VT::Int32 => Self::Int32,
+            VT::Int64 => Self::Int64,
+            VT::Double => Self::Double,
+            VT::Float => Self::Float,
+            VT::Bool => Self::Bool,
+            VT::UnixTimestamp => Self::UnixTimestamp,
+            VT::BytesList => Self::List(Scalar::Bytes),
+            VT::StringList => Self::List(Scalar::String),
+            VT::Int32List => Self::List(Scalar::Int32),
+            VT::Int64List => Self::List(Scalar::Int64),
+            VT::DoubleList => Self::List(Scalar::Double),
+            VT::FloatList => Self::List(Scalar::Float),
+            VT::BoolList => Self::List(Scalar::Bool),
+            VT::UnixTimestampList => Self::List(Scalar::UnixTimestamp),
+            other => return Err(UnsupportedType(other.as_str_name().to_owned())),
+        })
+    }
+
+    /// The type as Oka's spec spells it (`bytes` are served as base64 strings,
+    /// as Feast's JSON answers carry them).
+    pub fn oka_type(self) -> &'static str {
+        match self {
+            Self::Bytes | Self::String => "string",
+            Self::Int32 | Self::Int64 => "int",
+            Self::Double | Self::Float => "float",
+            Self::Bool => "bool",
+            Self::UnixTimestamp => "timestamp",
+            Self::List(s) => match Self::scalar(s) {
+                Self::Bytes | Self::String => "list<string>",
+                Self::Int32 | Self::Int64 => "list<int>",
+                Self::Double | Self::Float => "list<float>",
+                Self::Bool => "list<bool>",
+                _ => "list<timestamp>",
+            },
+        }
+    }
+
+    /// The scalar type of list elements.
+    pub fn scalar(s: Scalar) -> Self {
+        match s {
+            Scalar::Bytes => Self::Bytes,
+            Scalar::String => Self::String,
+            Scalar::Int32 => Self::Int32,
+            Scalar::Int64 => Self::Int64,
+            Scalar::Double => Self::Double,
+            Scalar::Float => Self::Float,
+            Scalar::Bool => Self::Bool,
+            Scalar::UnixTimestamp => Self::UnixTimestamp,
+        }
+    }
+}
+
+/// A value type Oka does not serve, by Feast's name for it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnsupportedType(pub String);
+
+/// A typed name: a join key, a feature, a request field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// The name.
+    pub name: String,
+    /// The type.
+    pub ty: FeastType,
+}
+
+/// A Feast entity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entity {
+    /// The entity's name.
+    pub name: String,
+    /// Its join key and the key's type.
+    pub join_key: Column,
+}
+
+/// A feature view (batch or stream): what `materialize` and pushes write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeatureView {
+    /// The view's name (the `<view>` of its hash fields).
+    pub name: String,
+    /// Its join keys with their types, in the view's entity order.
+    pub join_keys: Vec<Column>,
+    /// Its features, in declaration order.
+    pub features: Vec<Column>,
+    /// Feast's `ttl`: a value older than this is `OUTSIDE_MAX_AGE` (none: never).
+    pub ttl: Option<Duration>,
+    /// Whether the view is served online.
+    pub online: bool,
+}
+
+/// An on-demand feature view: Python in Feast; an overlay gives Oka its form.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnDemandView {
+    /// The view's name.
+    pub name: String,
+    /// `python` or `pandas`.
+    pub mode: String,
+    /// The feature views it reads, by name, with the features it reads of each.
+    pub views: Vec<(String, Vec<String>)>,
+    /// Its request sources' fields (the request data a caller sends).
+    pub request: Vec<Column>,
+    /// Its output features.
+    pub features: Vec<Column>,
+    /// The Python source, as Feast stored it (for the overlay skeleton).
+    pub source: String,
+}
+
+/// A feature service: projections of views, each possibly renamed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeatureService {
+    /// The service's name.
+    pub name: String,
+    /// Its projections, in order.
+    pub projections: Vec<Projection>,
+}
+
+/// One view's features in a feature service.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Projection {
+    /// The view projected.
+    pub view: String,
+    /// The name its features are answered under (`with_name`), if renamed.
+    pub alias: Option<String>,
+    /// The features taken (all of the view's when Feast stored none).
+    pub features: Vec<String>,
+}
+
+/// A push source and the feature views it feeds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushSource {
+    /// The source's name (`push_source_name` in `/push`).
+    pub name: String,
+    /// The views whose stream source it is.
+    pub views: Vec<String>,
+}
+
+/// One project's objects in a Feast registry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FeastRegistry {
+    /// The project.
+    pub project: String,
+    /// Entities by name.
+    pub entities: BTreeMap<String, Entity>,
+    /// Feature views by name.
+    pub views: BTreeMap<String, FeatureView>,
+    /// On-demand views by name.
+    pub on_demand: BTreeMap<String, OnDemandView>,
+    /// Feature services by name.
+    pub services: BTreeMap<String, FeatureService>,
+    /// Push sources by name.
+    pub push_sources: BTreeMap<String, PushSource>,
+}
+
+impl FeastRegistry {
+    /// Reads the registry file at `path`, keeping the objects of `project`.
+    pub fn load(path: &Path, project: &str) -> Result<Self, RepoError> {
+        let shown = path.display();
+        let size = std::fs::metadata(path)
+            .map_err(|e| RepoError(format!("{shown}: the registry cannot be read ({}); run `feast apply` in the feature repository first", words(&e))))?
+            .len();
+        if size > MAX_REGISTRY_BYTES {
+            return Err(RepoError(format!(
+                "{shown}: {size} bytes, more than a registry holds (at most {MAX_REGISTRY_BYTES}); is this the registry file?"
+            )));
+        }
+        let bytes = std::fs::read(path).map_err(|e| {
+            RepoError(format!(
+                "{shown}: the registry cannot be read ({})",
+                words(&e)
+            ))
+        })?;
+        Self::decode(&bytes, project).map_err(|e| RepoError(format!("{shown}: {}", e.0)))
+    }
+
+    /// Decodes a registry's bytes, keeping the objects of `project`.
+    pub fn decode(bytes: &[u8], project: &str) -> Result<Self, RepoError> {
+        let registry = pc::Registry::decode(bytes).map_err(|e| {
+            RepoError(format!(
+                "not a Feast registry (its protobuf does not decode: {e}); give the file registry `feast apply` writes"
+            ))
+        })?;
+        let mut out = Self {
+            project: project.to_owned(),
+            ..Self::default()
+        };
+        for e in &registry.entities {
+            let Some(spec) = &e.spec else { continue };
+            // Feast's placeholder entity of views without one (`__dummy`).
+            if spec.project != project || spec.name == DUMMY_ENTITY {
+                continue;
+            }
+            let ty = FeastType::from_proto(spec.value_type).map_err(|t| {
+                RepoError(format!(
+                    "entity `{}`: join key `{}` has type {t}, which Oka does not serve",
+                    spec.name, spec.join_key
+                ))
+            })?;
+            out.entities.insert(
+                spec.name.clone(),
+                Entity {
+                    name: spec.name.clone(),
+                    join_key: Column {
+                        name: spec.join_key.clone(),
+                        ty,
+                    },
+                },
+            );
+        }
+        for v in &registry.feature_views {
+            let Some(spec) = &v.spec else { continue };
+            if spec.project != project {
+                continue;
+            }
+            out.add_view(spec)?;
+        }
+        for s in &registry.stream_feature_views {
+            let Some(spec) = &s.spec else { continue };
+            if spec.project != project {
+                continue;
+            }
+            return Err(RepoError(format!(
+                "stream feature view `{}`: stream feature views are not served yet (Oka serves feature views, on-demand views and feature services)",
+                spec.name
+            )));
+        }
+        for o in &registry.on_demand_feature_views {
+            let Some(spec) = &o.spec else { continue };
+            if spec.project != project {
+                continue;
+            }
+            out.add_on_demand(spec)?;
+        }
+        for s in &registry.feature_services {
+            let Some(spec) = &s.spec else { continue };
+            if spec.project != project {
+                continue;
+            }
+            out.add_service(spec);
+        }
+        for d in &registry.data_sources {
+            if d.project == project && d.r#type == pc::data_source::SourceType::PushSource as i32 {
+                out.push_sources
+                    .entry(d.name.clone())
+                    .or_insert(PushSource {
+                        name: d.name.clone(),
+                        views: Vec::new(),
+                    });
+            }
+        }
+        Ok(out)
+    }
+
+    fn add_view(&mut self, spec: &pc::FeatureViewSpec) -> Result<(), RepoError> {
+        let at = |what: String| RepoError(format!("feature view `{}`: {what}", spec.name));
+        let mut join_keys = Vec::new();
+        for column in &spec.entity_columns {
+            let ty = FeastType::from_proto(column.value_type).map_err(|t| {
+                at(format!(
+                    "join key `{}` has type {t}, which Oka does not serve",
+                    column.name
+                ))
+            })?;
+            join_keys.push(Column {
+                name: column.name.clone(),
+                ty,
+            });
+        }
+        if join_keys.is_empty() {
+            for name in &spec.entities {
+                if let Some(e) = self.entities.get(name) {
+                    join_keys.push(e.join_key.clone());
+                } else if name != DUMMY_ENTITY {
+                    return Err(at(format!("its entity `{name}` is not in the registry")));
+                }
+            }
+        }
+        let mut features = Vec::new();
+        for f in &spec.features {
+            let ty = FeastType::from_proto(f.value_type).map_err(|t| {
+                at(format!(
+                    "feature `{}` has type {t}, which Feast's Redis store does not hold as Oka reads it (served types: bytes, string, int32, int64, float, double, bool, unix_timestamp and their lists)",
+                    f.name
+                ))
+            })?;
+            features.push(Column {
+                name: f.name.clone(),
+                ty,
+            });
+        }
+        let ttl = spec
+            .ttl
+            .as_ref()
+            .map(|d| Duration::new(d.seconds.max(0) as u64, d.nanos.max(0) as u32))
+            .filter(|d| !d.is_zero());
+        if let Some(stream) = &spec.stream_source
+            && stream.r#type == pc::data_source::SourceType::PushSource as i32
+        {
+            self.push_sources
+                .entry(stream.name.clone())
+                .or_insert_with(|| PushSource {
+                    name: stream.name.clone(),
+                    views: Vec::new(),
+                })
+                .views
+                .push(spec.name.clone());
+        }
+        self.views.insert(
+            spec.name.clone(),
+            FeatureView {
+                name: spec.name.clone(),
+                join_keys,
+                features,
+                ttl,
+                online: spec.online,
+            },
+        );
+        Ok(())
+    }
+
+    fn add_on_demand(&mut self, spec: &pc::OnDemandFeatureViewSpec) -> Result<(), RepoError> {
+        let at =
+            |what: String| RepoError(format!("on-demand feature view `{}`: {what}", spec.name));
+        let (mut views, mut request) = on_demand_sources(spec, &at)?;
+        views.sort();
+        request.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut features = Vec::new();
+        for f in &spec.features {
+            let ty = FeastType::from_proto(f.value_type).map_err(|t| {
+                at(format!(
+                    "feature `{}` has type {t}, which Oka does not serve",
+                    f.name
+                ))
+            })?;
+            features.push(Column {
+                name: f.name.clone(),
+                ty,
+            });
+        }
+        let source = match &spec.feature_transformation {
+            Some(pc::FeatureTransformationV2 {
+                transformation:
+                    Some(pc::feature_transformation_v2::Transformation::UserDefinedFunction(u)),
+            }) => u.body_text.clone(),
+            _ => String::new(),
+        };
+        self.on_demand.insert(
+            spec.name.clone(),
+            OnDemandView {
+                name: spec.name.clone(),
+                mode: spec.mode.clone(),
+                views,
+                request,
+                features,
+                source,
+            },
+        );
+        Ok(())
+    }
+
+    fn add_service(&mut self, spec: &pc::FeatureServiceSpec) {
+        let projections = spec
+            .features
+            .iter()
+            .map(|p| Projection {
+                view: p.feature_view_name.clone(),
+                alias: Some(p.feature_view_name_alias.clone()).filter(|a| !a.is_empty()),
+                features: p.feature_columns.iter().map(|f| f.name.clone()).collect(),
+            })
+            .collect();
+        self.services.insert(
+            spec.name.clone(),
+            FeatureService {
+                name: spec.name.clone(),
+                projections,
+            },
+        );
+    }
+}
+
+/// The feature views (with the features read of each) and the request fields of
+/// an on-demand view's sources.
+#[allow(clippy::type_complexity)]
+fn on_demand_sources(
+    spec: &pc::OnDemandFeatureViewSpec,
+    at: &dyn Fn(String) -> RepoError,
+) -> Result<(Vec<(String, Vec<String>)>, Vec<Column>), RepoError> {
+    use pc::on_demand_source::Source;
+    let mut views = Vec::new();
+    let mut request = Vec::new();
+    for source in spec.sources.values() {
+        match &source.source {
+            Some(Source::FeatureView(v)) => {
+                if let Some(s) = &v.spec {
+                    views.push((
+                        s.name.clone(),
+                        s.features.iter().map(|f| f.name.clone()).collect(),
+                    ));
+                }
+            }
+            Some(Source::FeatureViewProjection(p)) => {
+                let name = if p.feature_view_name_alias.is_empty() {
+                    &p.feature_view_name
+                } else {
+                    &p.feature_view_name_alias
+                };
+                views.push((
+                    name.clone(),
+                    p.feature_columns.iter().map(|f| f.name.clone()).collect(),
+                ));
+            }
+            Some(Source::RequestDataSource(d)) => {
+                let fields = match &d.options {
+                    Some(pc::data_source::Options::RequestDataOptions(o)) => o.schema.as_slice(),
+                    _ => &[],
+                };
+                for f in fields {
+                    let ty = FeastType::from_proto(f.value_type).map_err(|t| {
+                        at(format!(
+                            "request field `{}` has type {t}, which Oka does not serve",
+                            f.name
+                        ))
+                    })?;
+                    request.push(Column {
+                        name: f.name.clone(),
+                        ty,
+                    });
+                }
+            }
+            None => {}
+        }
+    }
+    Ok((views, request))
+}
+
+fn words(e: &std::io::Error) -> &'static str {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file",
+        std::io::ErrorKind::PermissionDenied => "permission denied",
+        std::io::ErrorKind::IsADirectory => "it is a directory",
+        _ => "an I/O error",
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_served_value_type_maps_to_an_oka_type() {
+        for n in [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18] {
+            let t = FeastType::from_proto(n).unwrap();
+            assert!(
+                oka_core::value::FieldType::parse(t.oka_type()).is_some(),
+                "{t:?}"
+            );
+        }
+        assert_eq!(FeastType::from_proto(20).unwrap_err().0, "MAP");
+        assert_eq!(
+            FeastType::from_proto(999).unwrap_err().0,
+            "value type number 999"
+        );
+    }
+
+    #[test]
+    fn garbage_is_not_a_registry() {
+        let e = FeastRegistry::decode(b"\xff\xff\xff", "p").unwrap_err().0;
+        assert!(e.contains("not a Feast registry"), "{e}");
+    }
+}

@@ -1,0 +1,172 @@
+//! Reads in Feast's layout (`layout=feast`): for each entity key, one `HMGET`
+//! of the view's feature fields and its `_ts:<view>` field on the hash Feast's
+//! SDK wrote (`oka_feast::layout`), pipelined: one round trip per request. A
+//! hash without the view's event time holds no record of that view.
+
+use fred::prelude::*;
+use oka_core::{EntityKey, Feature, Query, Row, Value};
+use oka_feast::layout;
+use oka_storage::{StoreError, StoreErrorKind};
+
+use super::{RedisStore, RedisValue, array_of, bytes_of};
+use crate::volga_layout;
+
+impl RedisStore {
+    /// The registry of a `latest` read (the only one Feast's layout answers).
+    fn feast_registry(
+        &self,
+        feature: &Feature,
+        query: &Query,
+    ) -> Result<std::sync::Arc<oka_feast::FeastRegistry>, StoreError> {
+        if *query != Query::Latest {
+            return Err(StoreError::new(
+                StoreErrorKind::Unsupported,
+                format!(
+                    "redis: a `{}` read of `{}` in Feast's layout, which holds only the latest record",
+                    query.name(),
+                    feature.name
+                ),
+            ));
+        }
+        self.options
+            .feast
+            .as_ref()
+            .map(|r| r.load_full())
+            .ok_or_else(|| {
+                StoreError::new(
+                    StoreErrorKind::Misconfigured,
+                    "redis: `layout=feast` without a Feast registry",
+                )
+            })
+    }
+
+    pub(super) async fn read_feast(
+        &self,
+        feature: &Feature,
+        keys: &[EntityKey],
+        query: &Query,
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        let registry = self.feast_registry(feature, query)?;
+        let view = registry.views.get(&*feature.name).ok_or_else(|| {
+            StoreError::new(
+                StoreErrorKind::Misconfigured,
+                format!(
+                    "redis: `{}` is not a feature view of Feast project `{}`",
+                    feature.name, registry.project
+                ),
+            )
+        })?;
+        let corrupt = |m: String| {
+            StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!("redis: Feast's `{}`: {m}", view.name),
+            )
+        };
+        let mut fields: Vec<fred::types::Key> = view
+            .features
+            .iter()
+            .map(|f| fred::types::Key::from(&layout::feature_field(&view.name, &f.name)[..]))
+            .collect();
+        fields.push(fred::types::Key::from(layout::ts_field(&view.name)));
+        let mut names = Vec::with_capacity(keys.len());
+        let mut key_values = Vec::with_capacity(keys.len());
+        for k in keys {
+            let values = volga_layout::key_values(feature, k).map_err(|e| corrupt(e.0))?;
+            names.push(
+                layout::redis_key(&registry.project, &view.join_keys, &values)
+                    .map_err(|e| corrupt(e.0))?,
+            );
+            key_values.push(values);
+        }
+        let client = self.pool.next().with_options(&self.fail_fast());
+        let pipeline = client.pipeline();
+        for name in &names {
+            let queued: Result<(), fred::error::Error> =
+                pipeline.hmget(name.as_slice(), fields.clone()).await;
+            queued.map_err(|e| self.conn.map(&e))?;
+        }
+        let replies: Vec<RedisValue> = pipeline
+            .try_all::<RedisValue>()
+            .await
+            .into_iter()
+            .map(|r| r.map_err(|e| self.conn.map(&e)))
+            .collect::<Result<_, _>>()?;
+        if replies.len() != keys.len() {
+            return Err(corrupt(format!(
+                "{} replies for {} keys",
+                replies.len(),
+                keys.len()
+            )));
+        }
+        replies
+            .into_iter()
+            .zip(key_values)
+            .map(|(reply, key_values)| {
+                feast_row(feature, view, reply, key_values).map_err(|e| match e {
+                    RowError::Store(e) => e,
+                    RowError::Layout(m) => corrupt(m),
+                })
+            })
+            .collect()
+    }
+}
+
+enum RowError {
+    Store(StoreError),
+    Layout(String),
+}
+
+impl From<StoreError> for RowError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+/// One `HMGET` reply as the view's record of the key (none when the hash holds
+/// no event time of the view), its columns in the entity's order.
+fn feast_row(
+    feature: &Feature,
+    view: &oka_feast::registry::FeatureView,
+    reply: RedisValue,
+    key_values: Vec<Value>,
+) -> Result<Vec<Row>, RowError> {
+    let got = array_of(reply)?;
+    let Some(ts) = got.last().map(bytes_of).transpose()?.flatten() else {
+        return Ok(Vec::new());
+    };
+    let event_time = layout::decode_timestamp(ts).map_err(|e| RowError::Layout(e.0))?;
+    let entity = &feature.entity;
+    let mut columns = Vec::with_capacity(entity.columns.len());
+    let mut keys = key_values.into_iter();
+    for (i, c) in entity.columns.iter().enumerate() {
+        if entity.key_index.contains(&i) {
+            columns.push(keys.next().unwrap_or(Value::Null));
+        } else if i == entity.timestamp_index {
+            columns.push(Value::Timestamp(event_time));
+        } else if let Some(j) = view.features.iter().position(|f| *f.name == *c.name) {
+            let value = match got.get(j).map(bytes_of).transpose()?.flatten() {
+                None => Value::Null,
+                Some(bytes) => layout::decode_value(bytes, view.features[j].ty)
+                    .map_err(|e| RowError::Layout(format!("feature `{}`: {e}", c.name)))?,
+            };
+            columns.push(value);
+        } else {
+            columns.push(Value::Null);
+        }
+    }
+    Ok(vec![Row::new(event_time, columns)])
+}
+
+/// A `layout=feast` store needs the registry that names its views.
+pub(super) fn check_registry(
+    layout: crate::url::Layout,
+    options: &super::RedisOptions,
+) -> Result<(), StoreError> {
+    if layout == crate::url::Layout::Feast && options.feast.is_none() {
+        return Err(StoreError::new(
+            StoreErrorKind::Misconfigured,
+            "`layout=feast` reads Feast's online store with the feature views of its registry: serve it with `oka serve --feast-repo DIR`, which sets the layout itself",
+        ));
+    }
+    Ok(())
+}

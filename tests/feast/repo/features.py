@@ -1,0 +1,156 @@
+"""The test feature repository: three entities (an int64 key, a string key, and a
+view keyed by both), five feature views covering every value type Feast's Redis
+store writes, a ttl, a feature service with an alias projection, two on-demand
+views and a push source. Data: tests/feast/make_data.py."""
+
+from datetime import timedelta
+
+import pandas as pd
+
+from feast import (
+    Entity,
+    FeatureService,
+    FeatureView,
+    Field,
+    FileSource,
+    PushSource,
+    RequestSource,
+    ValueType,
+)
+from feast.on_demand_feature_view import on_demand_feature_view
+from feast.types import (
+    Array,
+    Bool,
+    Bytes,
+    Float32,
+    Float64,
+    Int32,
+    Int64,
+    String,
+    UnixTimestamp,
+)
+
+driver = Entity(name="driver", join_keys=["driver_id"], value_type=ValueType.INT64)
+customer = Entity(name="customer", join_keys=["customer_id"], value_type=ValueType.STRING)
+
+
+def source(name: str) -> FileSource:
+    return FileSource(
+        name=f"{name}_source",
+        path=f"data/{name}.parquet",
+        timestamp_field="event_timestamp",
+        created_timestamp_column="created",
+    )
+
+
+driver_stats = FeatureView(
+    name="driver_stats",
+    entities=[driver],
+    ttl=timedelta(days=3650),
+    schema=[
+        Field(name="conv_rate", dtype=Float32),
+        Field(name="acc_rate", dtype=Float64),
+        Field(name="avg_daily_trips", dtype=Int64),
+        Field(name="rating", dtype=Int32),
+        Field(name="active", dtype=Bool),
+    ],
+    online=True,
+    source=source("driver_stats"),
+)
+
+driver_profile = FeatureView(
+    name="driver_profile",
+    entities=[driver],
+    ttl=timedelta(days=3650),
+    schema=[
+        Field(name="name", dtype=String),
+        Field(name="avatar", dtype=Bytes),
+        Field(name="signed_up", dtype=UnixTimestamp),
+    ],
+    online=True,
+    source=source("driver_profile"),
+)
+
+driver_lists = FeatureView(
+    name="driver_lists",
+    entities=[driver],
+    ttl=timedelta(days=3650),
+    schema=[
+        Field(name="ratings32", dtype=Array(Int32)),
+        Field(name="trips64", dtype=Array(Int64)),
+        Field(name="scores32", dtype=Array(Float32)),
+        Field(name="scores64", dtype=Array(Float64)),
+        Field(name="tags", dtype=Array(String)),
+        Field(name="blobs", dtype=Array(Bytes)),
+        Field(name="flags", dtype=Array(Bool)),
+        Field(name="logins", dtype=Array(UnixTimestamp)),
+    ],
+    online=True,
+    source=source("driver_lists"),
+)
+
+customer_profile = FeatureView(
+    name="customer_profile",
+    entities=[customer],
+    # Short: the rows made older than this by make_data.py are expired when read.
+    ttl=timedelta(days=1),
+    schema=[
+        Field(name="tier", dtype=String),
+        Field(name="lifetime_value", dtype=Float64),
+    ],
+    online=True,
+    source=source("customer_profile"),
+)
+
+trip_push = PushSource(name="trip_push", batch_source=source("driver_customer_trips"))
+
+driver_customer_trips = FeatureView(
+    name="driver_customer_trips",
+    entities=[driver, customer],
+    ttl=timedelta(days=3650),
+    schema=[
+        Field(name="trips_together", dtype=Int64),
+        Field(name="last_rating", dtype=Float32),
+    ],
+    online=True,
+    source=trip_push,
+)
+
+trip_request = RequestSource(
+    name="trip_request",
+    schema=[Field(name="distance_km", dtype=Float64), Field(name="surge", dtype=Float64)],
+)
+
+
+@on_demand_feature_view(
+    sources=[driver_stats, trip_request],
+    schema=[Field(name="expected_fare", dtype=Float64)],
+    mode="python",
+)
+def fare_estimate(inputs: dict) -> dict:
+    return {
+        "expected_fare": [
+            d * s * (1.0 + a)
+            for d, s, a in zip(inputs["distance_km"], inputs["surge"], inputs["acc_rate"])
+        ]
+    }
+
+
+@on_demand_feature_view(
+    sources=[driver_stats, customer_profile],
+    schema=[Field(name="priority", dtype=Float64)],
+    mode="pandas",
+)
+def dispatch_priority(inputs: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame()
+    out["priority"] = inputs["acc_rate"] * inputs["lifetime_value"]
+    return out
+
+
+driver_activity = FeatureService(
+    name="driver_activity",
+    features=[
+        driver_stats[["conv_rate", "avg_daily_trips"]],
+        driver_profile.with_name("profile")[["name"]],
+    ],
+)
