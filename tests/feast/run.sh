@@ -13,7 +13,9 @@
 #   overlay naming both on-demand views).
 # - `oka serve --feast-repo`: compare.py reads every feature of every view for
 #   present and missing entities through Feast's SDK and through Oka, equal value
-#   for value. Then a new view is added, `feast apply` and `materialize` run,
+#   for value. Records written through Oka (`POST /v1/ingest`) read back through
+#   Feast's SDK (written.py), an older record than the stored one skipped as
+#   Feast skips it. Then a new view is added, `feast apply` and `materialize` run,
 #   `POST /admin/reload` makes Oka serve it, and compare.py runs again.
 # - Settings Oka cannot honour (a SQLite online store, serialization version 2)
 #   stop `oka serve` with a message naming the setting.
@@ -95,6 +97,20 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 timeout 300 "$VENV/bin/python" "$HERE/compare.py" "$REPO" "http://127.0.0.1:$PORT"
+
+# Writes through Oka (POST /v1/ingest) in Feast's layout, read back through Feast's SDK.
+ingest() { # FEATURE RECORDS-JSON
+  curl -sf -X POST "http://127.0.0.1:$PORT/v1/ingest" -H 'content-type: application/json' \
+    -d "{\"feature\":\"$1\",\"records\":$2}" >"$WORK/ingest.json" || {
+    tail -5 "$WORK/oka.log"; echo "feast: ingest into $1 failed" >&2; exit 1; }
+  grep -q '"rejected":0' "$WORK/ingest.json" || { cat "$WORK/ingest.json"; echo "feast: records rejected" >&2; exit 1; }
+}
+LATER=$(date -u -d '-1 minute' +%Y-%m-%dT%H:%M:%SZ)
+ingest driver_stats "[{\"driver_id\":1001,\"event_timestamp\":\"$LATER\",\"conv_rate\":0.75,\"acc_rate\":0.5,\"avg_daily_trips\":9007199254740993,\"rating\":-2147483648,\"active\":false},{\"driver_id\":1002,\"event_timestamp\":\"2020-01-01T00:00:00Z\",\"conv_rate\":0.0},{\"driver_id\":5005,\"event_timestamp\":\"$LATER\",\"acc_rate\":0.0625,\"avg_daily_trips\":7,\"rating\":1,\"active\":true}]"
+ingest driver_profile "[{\"driver_id\":5005,\"avatar\":\"AP9vaw==\",\"signed_up\":\"2021-01-02T03:04:05Z\"}]"
+ingest driver_lists "[{\"driver_id\":5005,\"logins\":[\"2021-01-02T03:04:05Z\",null]}]"
+ingest driver_customer_trips "[{\"driver_id\":5005,\"customer_id\":\"c-9\",\"trips_together\":12,\"last_rating\":2.5}]"
+timeout 300 "$VENV/bin/python" "$HERE/written.py" "$REPO"
 
 # `feast apply` of a new view, then a reload: served without a restart.
 cp "$HERE/extra_view.py" "$REPO/"

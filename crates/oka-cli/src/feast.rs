@@ -92,11 +92,14 @@ pub fn report_unserved(registry: &FeastRegistry) {
 pub fn prepare(
     store: &mut crate::stores::StoreArgs,
     loaded: Option<(FeastConfig, FeastRegistry)>,
-) -> Result<Option<oka_feast::SharedRegistry>> {
+) -> Result<Option<crate::stores::FeastLayout>> {
     let Some((config, registry)) = loaded else {
         return Ok(None);
     };
     store.store = Some(store_url(&config, store.store.as_deref())?);
     report_unserved(&registry);
-    Ok(Some(oka_feast::shared(registry)))
+    Ok(Some(crate::stores::FeastLayout {
+        registry: oka_feast::shared(registry),
+        key_ttl_seconds: config.redis.key_ttl_seconds,
+    }))
 }

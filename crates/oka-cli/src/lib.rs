@@ -403,7 +403,8 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         .build()
         .context("building the main runtime")?;
     rt.block_on(async move {
-        let store = stores::open_with(&args.store, &args.reads, feast.clone()).await?;
+        let feast_registry = feast.as_ref().map(|f| Arc::clone(&f.registry));
+        let store = stores::open_with(&args.store, &args.reads, feast).await?;
         info!(store = %stores::redact(args.store.url()), backend = store.backend(), "store opened");
         stores::check_fit(&*store, &registry, args.store.url())
             .map_err(|(message, _)| anyhow::Error::msg(message))?;
@@ -413,7 +414,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             );
         }
         let limits = limits(&args);
-        let reloader = reloader(&args, natives, Arc::clone(&store), feast);
+        let reloader = reloader(&args, natives, Arc::clone(&store), feast_registry);
         let shared = Shared::builder(registry, store)
             .store_name(stores::redact(args.store.url()))
             .limits(limits)

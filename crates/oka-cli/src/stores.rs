@@ -237,11 +237,20 @@ pub async fn open(args: &StoreArgs, reads: &ReadArgs) -> Result<Arc<dyn FeatureS
     open_with(args, reads, None).await
 }
 
-/// [`open`], with the Feast registry a `layout=feast` Redis store reads by.
+/// What a `layout=feast` Redis store reads and writes by.
+#[derive(Debug, Clone)]
+pub struct FeastLayout {
+    /// The registry naming the views (swapped by reloads).
+    pub registry: oka_feast::SharedRegistry,
+    /// feature_store.yaml's `key_ttl_seconds`.
+    pub key_ttl_seconds: Option<u64>,
+}
+
+/// [`open`], with what a `layout=feast` Redis store reads and writes by.
 pub async fn open_with(
     args: &StoreArgs,
     reads: &ReadArgs,
-    feast: Option<oka_feast::SharedRegistry>,
+    feast: Option<FeastLayout>,
 ) -> Result<Arc<dyn FeatureStore>> {
     let url = args.url();
     let scheme = url.split_once("://").map_or(url, |(s, _)| s);
@@ -268,7 +277,8 @@ pub async fn open_with(
                 key_prefix: args.store_key_prefix.clone(),
                 tls_ca_file: args.store_tls_ca_file.clone(),
                 per_worker: reads.store_worker_connections,
-                feast,
+                feast_key_ttl: feast.as_ref().and_then(|f| f.key_ttl_seconds),
+                feast: feast.map(|f| f.registry),
             };
             oka_redis::url::check_options(url)
                 .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;

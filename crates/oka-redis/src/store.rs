@@ -74,6 +74,9 @@ pub struct RedisOptions {
     /// The Feast registry naming the views of a `layout=feast` store (shared with
     /// the reloader, which swaps in what `feast apply` changed).
     pub feast: Option<oka_feast::SharedRegistry>,
+    /// Feast's `key_ttl_seconds`: each write in Feast's layout sets this expiry on
+    /// the entity's hash, as Feast's SDK does.
+    pub feast_key_ttl: Option<u64>,
 }
 
 impl Default for RedisOptions {
@@ -86,6 +89,7 @@ impl Default for RedisOptions {
             tls_ca_file: None,
             per_worker: true,
             feast: None,
+            feast_key_ttl: None,
         }
     }
 }
@@ -480,17 +484,15 @@ impl FeatureStore for RedisStore {
         feature: &Feature,
         records: &[(EntityKey, Row)],
     ) -> Result<(), StoreError> {
-        if self.layout != Layout::Oka {
+        if self.layout == Layout::Feast {
+            return self.write_feast(feature, records).await;
+        }
+        if self.layout == Layout::Volga {
             return Err(StoreError::new(
                 StoreErrorKind::Unsupported,
                 format!(
-                    "redis: `{}` is read from {}, which takes no writes here",
-                    feature.name,
-                    if self.layout == Layout::Volga {
-                        "Volga's layout"
-                    } else {
-                        "Feast's layout (writes through Feast's /push and /write-to-online-store come next)"
-                    }
+                    "redis: `{}` is read from Volga's layout, which takes no writes",
+                    feature.name
                 ),
             ));
         }
@@ -539,7 +541,7 @@ impl FeatureStore for RedisStore {
             },
             Layout::Feast => oka_storage::Capabilities {
                 history: false,
-                writes: false,
+                writes: true,
                 tracking: false,
                 layout: "feast",
                 limited_because: Some(

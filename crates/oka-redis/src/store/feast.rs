@@ -47,15 +47,7 @@ impl RedisStore {
         query: &Query,
     ) -> Result<Vec<Vec<Row>>, StoreError> {
         let registry = self.feast_registry(feature, query)?;
-        let view = registry.views.get(&*feature.name).ok_or_else(|| {
-            StoreError::new(
-                StoreErrorKind::Misconfigured,
-                format!(
-                    "redis: `{}` is not a feature view of Feast project `{}`",
-                    feature.name, registry.project
-                ),
-            )
-        })?;
+        let view = feast_view(&registry, feature)?;
         let corrupt = |m: String| {
             StoreError::new(
                 StoreErrorKind::Corrupt,
@@ -109,6 +101,128 @@ impl RedisStore {
             })
             .collect()
     }
+}
+
+impl RedisStore {
+    /// Writes records as Feast's SDK does: per entity key, the view's event time
+    /// and every feature's value into the key's hash, then Feast's
+    /// `key_ttl_seconds` as its expiry; a record not newer than the one stored
+    /// (or than a newer one in the same batch) is skipped, as Feast skips it.
+    /// Like Feast's, the check and the write are two round trips, not atomic.
+    pub(super) async fn write_feast(
+        &self,
+        feature: &Feature,
+        records: &[(EntityKey, Row)],
+    ) -> Result<(), StoreError> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let registry = self.feast_registry(feature, &Query::Latest)?;
+        let view = feast_view(&registry, feature)?;
+        let invalid = |m: String| {
+            StoreError::new(
+                StoreErrorKind::Misconfigured,
+                format!("redis: writing Feast's `{}`: {m}", view.name),
+            )
+        };
+        // The newest record of each key in the batch.
+        let mut newest: std::collections::HashMap<Vec<u8>, &Row> = std::collections::HashMap::new();
+        for (key, row) in records {
+            let values = volga_layout::key_values(feature, key).map_err(|e| invalid(e.0))?;
+            let name = layout::redis_key(&registry.project, &view.join_keys, &values)
+                .map_err(|e| invalid(e.0))?;
+            match newest.get(&name) {
+                Some(kept) if kept.event_time >= row.event_time => {}
+                _ => {
+                    newest.insert(name, row);
+                }
+            }
+        }
+        let ts_field = layout::ts_field(&view.name);
+        let client = self.pool.next().with_options(&self.fail_fast());
+        let names: Vec<&Vec<u8>> = newest.keys().collect();
+        let pipeline = client.pipeline();
+        for name in &names {
+            let queued: Result<(), fred::error::Error> =
+                pipeline.hget(name.as_slice(), ts_field.as_str()).await;
+            queued.map_err(|e| self.conn.map(&e))?;
+        }
+        let stored: Vec<RedisValue> = pipeline
+            .try_all::<RedisValue>()
+            .await
+            .into_iter()
+            .map(|r| r.map_err(|e| self.conn.map(&e)))
+            .collect::<Result<_, _>>()?;
+        let pipeline = client.pipeline();
+        let mut writes = 0;
+        for (name, before) in names.iter().zip(&stored) {
+            let row = newest[*name];
+            if let Some(bytes) = bytes_of(before)?
+                && layout::decode_timestamp(bytes).is_ok_and(|t| t >= row.event_time)
+            {
+                continue;
+            }
+            let fields = hash_fields(feature, view, row).map_err(|e| invalid(e.0))?;
+            let queued: Result<(), fred::error::Error> =
+                pipeline.hset(name.as_slice(), fields).await;
+            queued.map_err(|e| self.conn.map(&e))?;
+            if let Some(ttl) = self.options.feast_key_ttl {
+                let ttl = i64::try_from(ttl).unwrap_or(i64::MAX);
+                let queued: Result<(), fred::error::Error> =
+                    pipeline.expire(name.as_slice(), ttl, None).await;
+                queued.map_err(|e| self.conn.map(&e))?;
+            }
+            writes += 1;
+        }
+        if writes > 0 {
+            for r in pipeline.try_all::<RedisValue>().await {
+                r.map_err(|e| self.conn.map(&e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A record as the fields Feast's SDK writes: the view's event time, then every
+/// feature of the view.
+fn hash_fields(
+    feature: &Feature,
+    view: &oka_feast::registry::FeatureView,
+    row: &Row,
+) -> Result<Vec<(fred::types::Key, RedisValue)>, layout::LayoutError> {
+    let mut fields: Vec<(fred::types::Key, RedisValue)> = vec![(
+        layout::ts_field(&view.name).into(),
+        RedisValue::Bytes(layout::encode_timestamp(row.event_time).into()),
+    )];
+    for (i, c) in feature.entity.columns.iter().enumerate() {
+        let Some(f) = view.features.iter().find(|f| *f.name == *c.name) else {
+            continue;
+        };
+        let value = row.columns.get(i).unwrap_or(&Value::Null);
+        let bytes = layout::encode_value(value, f.ty)
+            .map_err(|e| layout::LayoutError(format!("feature `{}`: {e}", f.name)))?;
+        fields.push((
+            fred::types::Key::from(&layout::feature_field(&view.name, &f.name)[..]),
+            RedisValue::Bytes(bytes.into()),
+        ));
+    }
+    Ok(fields)
+}
+
+/// The view a feature reads, by name.
+fn feast_view<'r>(
+    registry: &'r oka_feast::FeastRegistry,
+    feature: &Feature,
+) -> Result<&'r oka_feast::registry::FeatureView, StoreError> {
+    registry.views.get(&*feature.name).ok_or_else(|| {
+        StoreError::new(
+            StoreErrorKind::Misconfigured,
+            format!(
+                "redis: `{}` is not a feature view of Feast project `{}`",
+                feature.name, registry.project
+            ),
+        )
+    })
 }
 
 enum RowError {
