@@ -15,7 +15,10 @@
 #   present and missing entities through Feast's SDK and through Oka, equal value
 #   for value. Records written through Oka (`POST /v1/ingest`) read back through
 #   Feast's SDK (written.py), an older record than the stored one skipped as
-#   Feast skips it. Then a new view is added, `feast apply` and `materialize` run,
+#   Feast skips it. `feast serve` on the same Redis: corpus.py sends 255
+#   requests to it and to Oka's /get-online-features (answers equal as parsed
+#   JSON, two intended differences normalised), and remote.py reads through
+#   Feast's SDK as a remote-store client of each (equal). Then a new view is added, `feast apply` and `materialize` run,
 #   `POST /admin/reload` makes Oka serve it, and compare.py runs again.
 # - Settings Oka cannot honour (a SQLite online store, serialization version 2)
 #   stop `oka serve` with a message naming the setting.
@@ -41,9 +44,9 @@ fi
 FEAST=$VENV/bin/feast
 command -v redis-server >/dev/null || { echo "feast: redis-server is needed" >&2; exit 2; }
 
-read -r RPORT PORT APORT < <(python3 -c '
+read -r RPORT PORT APORT FPORT < <(python3 -c '
 import socket
-s = [socket.socket() for _ in range(3)]
+s = [socket.socket() for _ in range(4)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])
 for x in s: x.close()')
@@ -97,6 +100,23 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 timeout 300 "$VENV/bin/python" "$HERE/compare.py" "$REPO" "http://127.0.0.1:$PORT"
+
+# Feast's own server on the same Redis: the corpus to both, and Feast's SDK as a
+# remote-store client of each.
+(cd "$REPO" && exec timeout 900 "$FEAST" serve -h 127.0.0.1 -p "$FPORT" --workers 1) >"$WORK/feast-serve.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 300); do
+  curl -sf "http://127.0.0.1:$FPORT/health" >/dev/null 2>&1 && break
+  kill -0 "${pids[-1]}" 2>/dev/null || { tail -20 "$WORK/feast-serve.log"; echo "feast: feast serve exited" >&2; exit 1; }
+  sleep 0.2
+done
+curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "feast: Oka's /health did not answer 200" >&2; exit 1; }
+# A malformed body is a 400 with Oka's error body, not a 500.
+code=$(curl -s -o "$WORK/bad.json" -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/get-online-features" -d '{"entities": [')
+[[ $code == 400 ]] && grep -q '"malformed_request"' "$WORK/bad.json" || {
+  cat "$WORK/bad.json"; echo "feast: a malformed body got $code" >&2; exit 1; }
+timeout 600 "$VENV/bin/python" "$HERE/corpus.py" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"
+timeout 300 "$VENV/bin/python" "$HERE/remote.py" "$REPO" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"
 
 # Writes through Oka (POST /v1/ingest) in Feast's layout, read back through Feast's SDK.
 ingest() { # FEATURE RECORDS-JSON

@@ -388,11 +388,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     let feast = feast::prepare(&mut args.store, feast)?;
     warn_about_open_ports(args.listen, args.admin_listen, &keys);
     info!(
-        spec = %match args.spec_from() {
-            load::SpecFrom::File(p) => p.display().to_string(),
-            load::SpecFrom::Feast(repo) => format!("Feast repository {}", repo.display()),
-            load::SpecFrom::Demo => "<demo>".to_owned(),
-        },
+        spec = %args.spec_from(),
         features = registry.features().len(),
         auth = if keys.enabled() { "on" } else { "off" },
         "spec loaded"
@@ -414,8 +410,9 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             );
         }
         let limits = limits(&args);
-        let reloader = reloader(&args, natives, Arc::clone(&store), feast_registry);
+        let reloader = reloader(&args, natives, Arc::clone(&store), feast_registry.clone());
         let shared = Shared::builder(registry, store)
+            .feast(feast_registry)
             .store_name(stores::redact(args.store.url()))
             .limits(limits)
             .writer(args.writer.config())

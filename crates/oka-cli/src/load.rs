@@ -20,6 +20,16 @@ pub(crate) enum SpecFrom<'a> {
     Feast(&'a std::path::Path),
 }
 
+impl std::fmt::Display for SpecFrom<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(p) => write!(f, "{}", p.display()),
+            Self::Feast(repo) => write!(f, "Feast repository {}", repo.display()),
+            Self::Demo => f.write_str("<demo>"),
+        }
+    }
+}
+
 /// What was loaded: the registry, the keys, and for a Feast repository its
 /// settings and registry.
 pub(crate) type Loaded = (

@@ -66,7 +66,7 @@ pub const INVALID_KEY: &str = "invalid_key";
 
 /// A target's outcome for each key of the request's key list: `None` for a key
 /// refused under [`KeyPolicy::NullForBadKeys`](crate::KeyPolicy).
-fn answers<'o>(
+pub fn answers<'o>(
     prepared: &Prepared,
     outputs: &'o Outputs,
     target: &Target,

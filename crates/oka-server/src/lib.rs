@@ -6,6 +6,8 @@
 //!   ports, from the handlers' `#[utoipa::path]` attributes; [`openapi`]: their
 //!   parts (each route's error answers, the security schemes, the rendering).
 //! - [`serve`]: the feature request path — parse, prepare, batched reads, UDFs, encode.
+//! - [`feast`]: Feast's `POST /get-online-features` as a dialect of the request
+//!   path (under `oka serve --feast-repo`).
 //! - [`ingest`]: `POST /v1/ingest` (the write path itself is the `oka-ingest` crate).
 //! - [`error`]: error codes to HTTP statuses, in one place.
 //! - [`metrics`], [`stats`]: Prometheus metrics (atomic handles, exposed through
@@ -19,6 +21,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod error;
+pub mod feast;
 pub mod ingest;
 pub mod metrics;
 pub mod openapi;

@@ -124,17 +124,20 @@ pub enum Route {
     Registry,
     /// `POST /v1/ingest`.
     Ingest,
+    /// Feast's `POST /get-online-features` (with `--feast-repo`).
+    FeastOnline,
     /// Anything else (404s, 405s).
     Other,
 }
 
 impl Route {
-    const ALL: [Route; 6] = [
+    const ALL: [Route; 7] = [
         Route::Features,
         Route::VolgaPost,
         Route::VolgaGet,
         Route::Registry,
         Route::Ingest,
+        Route::FeastOnline,
         Route::Other,
     ];
 
@@ -146,6 +149,7 @@ impl Route {
             Self::VolgaGet => "/on_demand_compute/{json}",
             Self::Registry => "GET /v1/features",
             Self::Ingest => "/v1/ingest",
+            Self::FeastOnline => "/get-online-features",
             Self::Other => "other",
         }
     }

@@ -92,6 +92,49 @@ fn parse_volga_request(state: &AppState, body: &[u8]) -> Result<FeatureRequest, 
     }
 }
 
+/// A request body as Oka's request in `dialect`; Feast's also gives its answer's plan.
+fn parse_as(
+    state: &AppState,
+    registry: &Registry,
+    body: &[u8],
+    dialect: Dialect,
+) -> Result<(FeatureRequest, Option<crate::feast::Plan>), ApiError> {
+    Ok(match dialect {
+        Dialect::Oka => (parse_request(body)?, None),
+        Dialect::Volga => (parse_volga_request(state, body)?, None),
+        Dialect::Feast => {
+            let feast = state
+                .shared
+                .feast
+                .as_ref()
+                .map(|f| f.load_full())
+                .ok_or_else(|| {
+                    ApiError::new(ErrorCode::NotFound, "no Feast repository is served")
+                })?;
+            let (request, plan) = crate::feast::parse(&feast, registry, body)?;
+            (request, Some(plan))
+        }
+    })
+}
+
+/// Writes the answer in its dialect's shape.
+fn encode_as(
+    registry: &Registry,
+    prepared: &Prepared,
+    outputs: &Outputs,
+    feast_plan: Option<&crate::feast::Plan>,
+    server_id: &str,
+    dialect: Dialect,
+    out: &mut Vec<u8>,
+) {
+    match feast_plan {
+        Some(plan) => crate::feast::write_response(registry, prepared, outputs, plan, out),
+        None => {
+            encode::write_response(registry, prepared, outputs, server_id, dialect.times(), out)
+        }
+    }
+}
+
 /// Deadlines a request may ask for, in milliseconds (header or body).
 pub const DEADLINE_MS: std::ops::RangeInclusive<u64> = 1..=600_000;
 
@@ -120,6 +163,8 @@ pub enum Dialect {
     /// Volga's routes (`/on_demand_compute`): an integer `server_id`, naive UTC
     /// timestamps.
     Volga,
+    /// Feast's `POST /get-online-features` (`crate::feast`).
+    Feast,
 }
 
 impl Dialect {
@@ -128,7 +173,7 @@ impl Dialect {
     /// datetimes); Oka's API keeps RFC 3339 with its offset.
     fn times(self) -> TimeFormat {
         match self {
-            Self::Oka => TimeFormat::Rfc3339,
+            Self::Oka | Self::Feast => TimeFormat::Rfc3339,
             Self::Volga => TimeFormat::NaiveUtc,
         }
     }
@@ -136,7 +181,7 @@ impl Dialect {
     /// The `server_id` this worker writes in answers of this dialect (JSON).
     fn server_id(self, state: &AppState) -> &str {
         match self {
-            Self::Oka => &state.server_id,
+            Self::Oka | Self::Feast => &state.server_id,
             Self::Volga => &state.volga_server_id,
         }
     }
@@ -158,10 +203,9 @@ pub async fn features(
     // 1. Parse and validate; the plan was built at load. One spec version serves
     //    the whole request, even if a reload lands meanwhile.
     //    Volga's routes are as lenient as Volga's server where it answered 200.
-    let request = match dialect {
-        Dialect::Oka => parse_request(body)?,
-        Dialect::Volga => parse_volga_request(state, body)?,
-    };
+    let loaded = shared.loaded.load_full();
+    let registry = &loaded.registry;
+    let (request, feast_plan) = parse_as(state, registry, body, dialect)?;
     let budget = time_budget(&request, deadline, shared.limits.default_deadline)?;
     let deadline_at = started + budget;
     if dialect == Dialect::Volga && request.target_features.is_empty() {
@@ -172,11 +216,9 @@ pub async fn features(
         );
         return Ok((body.into_bytes(), timing));
     }
-    let loaded = shared.loaded.load_full();
-    let registry = &loaded.registry;
     let now = Timestamp::now();
     let keys = match dialect {
-        Dialect::Oka => KeyPolicy::Strict,
+        Dialect::Oka | Dialect::Feast => KeyPolicy::Strict,
         Dialect::Volga => KeyPolicy::NullForBadKeys,
     };
     let prepared = registry.prepare_as(&request, now, &shared.limits.request, keys)?;
@@ -205,12 +247,13 @@ pub async fn features(
     let t = Instant::now();
     let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
     let server_id = dialect.server_id(state);
-    encode::write_response(
+    encode_as(
         registry,
         &prepared,
         &outputs,
+        feast_plan.as_ref(),
         server_id,
-        dialect.times(),
+        dialect,
         &mut body,
     );
     timing.encode = t.elapsed();

@@ -147,6 +147,9 @@ pub struct Shared {
     /// Ingest body bytes that may be held at once, over all requests.
     pub ingest_budget: Arc<Semaphore>,
     workers: Mutex<Vec<Arc<WorkerCounters>>>,
+    /// The Feast registry served by Feast's routes (`oka serve --feast-repo`),
+    /// swapped by reloads; none without one.
+    pub feast: Option<oka_feast::SharedRegistry>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -189,6 +192,7 @@ impl Shared {
             reloader: None,
             reload_interval: DEFAULT_RELOAD_INTERVAL,
             store_name: None,
+            feast: None,
         }
     }
 
@@ -311,6 +315,7 @@ pub struct SharedBuilder {
     reloader: Option<Reloader>,
     reload_interval: Duration,
     store_name: Option<String>,
+    feast: Option<oka_feast::SharedRegistry>,
 }
 
 impl std::fmt::Debug for SharedBuilder {
@@ -357,6 +362,13 @@ impl SharedBuilder {
         self
     }
 
+    /// Serve Feast's routes from this registry (shared with the store and the
+    /// reloader), if one is given.
+    pub fn feast(mut self, registry: Option<oka_feast::SharedRegistry>) -> Self {
+        self.feast = registry;
+        self
+    }
+
     /// The shared state; starts the write path on the current tokio runtime.
     pub fn build(self) -> Arc<Shared> {
         let metrics = Arc::new(Metrics::new(self.store.backend()));
@@ -381,6 +393,7 @@ impl SharedBuilder {
             draining: Arc::new(AtomicBool::new(false)),
             ingest_budget: Arc::new(Semaphore::new(ingest_budget)),
             workers: Mutex::new(Vec::new()),
+            feast: self.feast,
         })
     }
 }

@@ -51,11 +51,18 @@ struct DeadlineHeader {
 
 /// The serving router (port 1122).
 pub fn router(state: AppState) -> Router {
-    Router::new()
+    let mut routes = Router::new()
         .route("/v1/features", post(post_features).get(get_catalog))
         .route("/on_demand_compute", post(post_volga))
         .route("/on_demand_compute/{*json}", get(get_volga))
-        .route("/v1/ingest", post(post_ingest))
+        .route("/v1/ingest", post(post_ingest));
+    if state.shared.feast.is_some() {
+        // Feast's routes, beside Oka's, only when a Feast repository is served.
+        routes = routes
+            .route("/get-online-features", post(post_feast_online))
+            .route("/health", get(feast_health));
+    }
+    routes
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -371,6 +378,32 @@ fn asks_for_json(headers: &HeaderMap) -> bool {
 async fn post_features(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
     let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
     compute(&state, Route::Features, &headers, body, Dialect::Oka).await
+}
+
+/// Feast's `POST /get-online-features` (with `--feast-repo`;
+/// docs/migrating-from-feast.md).
+async fn post_feast_online(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
+    compute(&state, Route::FeastOnline, &headers, body, Dialect::Feast).await
+}
+
+/// Feast's `GET /health`: 200 with an empty body while the store answers, else
+/// 503 (as `feast serve`).
+async fn feast_health(State(state): State<AppState>) -> Response {
+    let healthy = state
+        .shared
+        .store_watch
+        .observe(state.store.health().await)
+        .is_ok();
+    let mut resp = Response::new(Body::empty());
+    if !healthy {
+        *resp.status_mut() = axum::http::StatusCode::SERVICE_UNAVAILABLE;
+    }
+    resp
 }
 
 /// `POST /on_demand_compute`.

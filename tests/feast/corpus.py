@@ -1,0 +1,145 @@
+"""Sends the same requests to `feast serve` and to Oka's /get-online-features
+(`oka serve --feast-repo`, same Redis) and compares the answers as parsed JSON:
+
+    python corpus.py FEAST_URL OKA_URL
+
+The corpus (more than 200 requests): every feature of every view alone and by
+view, views together, a feature service (with its aliased projection), with and
+without `full_feature_names`, present, missing and null values, a compound key,
+keys given as numbers, integral floats and strings; and requests both refuse.
+
+Two intended differences are normalised before comparing: Feast's null
+timestamp (NaT, which `feast serve` writes as -9223372036854775808) is Oka's
+null; and `feast serve` orders the
+features of its answer by an internal set (the order changes between processes),
+Oka in request order; both pair `metadata.feature_names` with `results`, so each
+answer is compared as {name: result}. Requests Feast refuses are checked to be
+refused by Oka too (4xx), with Oka's JSON error body (docs/migrating-from-feast.md).
+"""
+
+import itertools
+import json
+import sys
+import urllib.error
+import urllib.request
+
+VIEWS = {
+    "driver_stats": ["conv_rate", "acc_rate", "avg_daily_trips", "rating", "active"],
+    "driver_profile": ["name", "avatar", "signed_up"],
+    "driver_lists": ["ratings32", "trips64", "scores32", "scores64", "tags", "blobs", "flags", "logins"],
+    "customer_profile": ["tier", "lifetime_value"],
+    "driver_customer_trips": ["trips_together", "last_rating"],
+}
+DRIVERS = [[1001], [1002, 1003], [1001, 4242, 1002], ["1001", 1003.0], [4242]]
+CUSTOMERS = [["c-1"], ["c-2", "nobody"], ["c-1", "c-2"]]
+
+
+def post(url: str, body: dict):
+    req = urllib.request.Request(
+        url + "/get-online-features",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+
+
+NAT = -(2**63)
+
+
+def nat_as_null(v):
+    """Feast's server writes its null timestamp (NaT) as the int64 it stores;
+    Oka writes null, what Feast's SDK reads it as (an intended difference)."""
+    if isinstance(v, list):
+        return [nat_as_null(x) for x in v]
+    return None if v == NAT else v
+
+
+def by_name(answer: dict) -> dict:
+    names = answer["metadata"]["feature_names"]
+    assert len(names) == len(set(names)), names
+    return {
+        n: {**r, "values": [nat_as_null(v) for v in r["values"]]}
+        for n, r in zip(names, answer["results"])
+    }
+
+
+def entities_for(views):
+    keys = set()
+    for v in views:
+        keys |= {"customer_id"} if v == "customer_profile" else set()
+        keys |= {"driver_id"} if v.startswith("driver") else set()
+        keys |= {"driver_id", "customer_id"} if v == "driver_customer_trips" else set()
+    if keys == {"driver_id"}:
+        return [{"driver_id": d} for d in DRIVERS]
+    if keys == {"customer_id"}:
+        return [{"customer_id": c} for c in CUSTOMERS]
+    return [
+        {"driver_id": [1001, 1002, 4242], "customer_id": ["c-1", "c-1", "c-2"]},
+        {"customer_id": ["c-2"], "driver_id": [1001]},
+    ]
+
+
+def corpus():
+    for view, features in VIEWS.items():
+        for f in features:
+            for ents in entities_for([view]):
+                for full in (False, True):
+                    yield {"features": [f"{view}:{f}"], "entities": ents,
+                           "full_feature_names": full}
+        for ents in entities_for([view]):
+            for full in (False, True):
+                yield {"features": [f"{view}:{f}" for f in features], "entities": ents,
+                       "full_feature_names": full}
+    for a, b in itertools.combinations(["driver_stats", "driver_profile", "driver_lists"], 2):
+        for ents in entities_for([a, b]):
+            yield {"features": [f"{a}:{VIEWS[a][0]}", f"{b}:{VIEWS[b][-1]}"], "entities": ents}
+    for ents in entities_for(["customer_profile", "driver_customer_trips"]):
+        yield {"features": ["customer_profile:tier", "driver_customer_trips:trips_together",
+                            "driver_customer_trips:last_rating"], "entities": ents}
+    for ents in entities_for(["driver_stats"]):
+        for full in (False, True):
+            yield {"feature_service": "driver_activity", "entities": ents, "full_feature_names": full}
+
+
+REFUSED = [
+    {"features": ["nope:x"], "entities": {"driver_id": [1]}},
+    {"features": ["driver_stats:nope"], "entities": {"driver_id": [1]}},
+    {"features": ["driver_stats:conv_rate"], "entities": {"customer_id": ["c-1"]}},
+    {"features": ["driver_stats:conv_rate"], "entities": {"driver_id": [1001], "customer_id": ["a", "b"]}},
+    {"features": [], "entities": {"driver_id": [1001]}},
+    {"feature_service": "nope", "entities": {"driver_id": [1001]}},
+    {"features": ["driver_stats:conv_rate"], "entities": {"driver_id": ["abc"]}},
+    {"features": ["driver_stats:conv_rate"]},
+]
+
+
+def main() -> int:
+    feast, oka = sys.argv[1], sys.argv[2]
+    compared = 0
+    for body in corpus():
+        fs, fa = post(feast, body)
+        os_, oa = post(oka, body)
+        if fs != 200 or os_ != 200:
+            print(f"FAIL {json.dumps(body)}: feast {fs} {fa}, oka {os_} {oa}")
+            return 1
+        if by_name(fa) != by_name(oa):
+            print(f"FAIL {json.dumps(body)}:\n feast {json.dumps(by_name(fa), sort_keys=True)}\n oka   {json.dumps(by_name(oa), sort_keys=True)}")
+            return 1
+        compared += 1
+    for body in REFUSED:
+        fs, fa = post(feast, body)
+        os_, oa = post(oka, body)
+        if fs == 200 or not 400 <= os_ < 500 or "error" not in oa:
+            print(f"FAIL refusal {json.dumps(body)}: feast {fs} {fa}, oka {os_} {oa}")
+            return 1
+        compared += 1
+    print(f"feast-corpus: {compared} requests, every answer equal to feast serve's")
+    return 0 if compared >= 200 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
