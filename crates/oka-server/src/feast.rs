@@ -62,10 +62,13 @@ pub fn parse(
     body: &[u8],
 ) -> Result<(FeatureRequest, Plan), ApiError> {
     let request: Request = serde_json::from_slice(body).map_err(|e| {
-        bad(
-            ErrorCode::MalformedRequest,
-            format!("invalid request body: {e}"),
-        )
+        let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+        let why = if object || e.is_syntax() || e.is_eof() {
+            e.to_string()
+        } else {
+            "the body is not a JSON object (Feast's request: `entities` and `features` or `feature_service`)".to_owned()
+        };
+        bad(ErrorCode::MalformedRequest, format!("invalid request body: {why}"))
     })?;
     if request.include_feature_view_version_metadata {
         return Err(bad(
