@@ -28,9 +28,20 @@ WRITER_KEY = "ingester-8b1e4f7a2c9d0653"
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> List[int]:
+    """`n` distinct free loopback ports: every socket stays bound until all are
+    chosen, so two calls in a row cannot hand out the same port."""
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def oka_bin() -> Path:
@@ -103,7 +114,7 @@ class Oka:
     """`oka serve --spec tests/spec.yaml --store <redis>` with extra flags."""
 
     def __init__(self, store: str, *flags: str, env: Optional[Dict[str, str]] = None) -> None:
-        self.port, self.admin_port = free_port(), free_port()
+        self.port, self.admin_port = free_ports(2)
         self.log = tempfile.NamedTemporaryFile(prefix="oka-client-serve-", suffix=".log", delete=False)
         self.proc = subprocess.Popen(
             [str(oka_bin()), "serve", "--spec", str(SPEC), "--store", store,
