@@ -292,7 +292,8 @@ fn encode(s: &str) -> String {
     out
 }
 
-fn io_words(e: &std::io::Error) -> &'static str {
+/// An I/O error in words for a person (no OS error number).
+pub(crate) fn io_words(e: &std::io::Error) -> &'static str {
     match e.kind() {
         std::io::ErrorKind::NotFound => "no such file",
         std::io::ErrorKind::PermissionDenied => "permission denied",

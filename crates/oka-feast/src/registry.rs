@@ -232,7 +232,7 @@ impl FeastRegistry {
     pub fn load(path: &Path, project: &str) -> Result<Self, RepoError> {
         let shown = path.display();
         let size = std::fs::metadata(path)
-            .map_err(|e| RepoError(format!("{shown}: the registry cannot be read ({}); run `feast apply` in the feature repository first", words(&e))))?
+            .map_err(|e| RepoError(format!("{shown}: the registry cannot be read ({}); run `feast apply` in the feature repository first", crate::config::io_words(&e))))?
             .len();
         if size > MAX_REGISTRY_BYTES {
             return Err(RepoError(format!(
@@ -242,7 +242,7 @@ impl FeastRegistry {
         let bytes = std::fs::read(path).map_err(|e| {
             RepoError(format!(
                 "{shown}: the registry cannot be read ({})",
-                words(&e)
+                crate::config::io_words(&e)
             ))
         })?;
         Self::decode(&bytes, project).map_err(|e| RepoError(format!("{shown}: {}", e.0)))
@@ -506,15 +506,6 @@ fn on_demand_sources(
         }
     }
     Ok((views, request))
-}
-
-fn words(e: &std::io::Error) -> &'static str {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file",
-        std::io::ErrorKind::PermissionDenied => "permission denied",
-        std::io::ErrorKind::IsADirectory => "it is a directory",
-        _ => "an I/O error",
-    }
 }
 
 #[cfg(test)]
