@@ -106,7 +106,7 @@ impl Tracker {
                 // the cache.
                 p.broadcast_channel_capacity = 1 << 16;
             })
-            .set_policy(ReconnectPolicy::new_exponential(0, 100, 2_000, 2))
+            .set_policy(crate::store::reconnect_policy())
             .build()
             .map_err(|e| map_error(&e))?;
         client.init().await.map_err(|e| map_error(&e))?;

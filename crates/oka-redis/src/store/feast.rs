@@ -70,7 +70,7 @@ impl RedisStore {
             );
             key_values.push(values);
         }
-        let client = self.pool.next().with_options(&self.fail_fast());
+        let client = self.client();
         let pipeline = client.pipeline();
         for name in &names {
             let queued: Result<(), fred::error::Error> =
@@ -139,7 +139,7 @@ impl RedisStore {
             }
         }
         let ts_field = layout::ts_field(&view.name);
-        let client = self.pool.next().with_options(&self.fail_fast());
+        let client = self.client();
         let names: Vec<&Vec<u8>> = newest.keys().collect();
         let pipeline = client.pipeline();
         for name in &names {
