@@ -18,7 +18,9 @@
 #   Feast skips it. `feast serve` on the same Redis: corpus.py sends 255
 #   requests to it and to Oka's /get-online-features (answers equal as parsed
 #   JSON, two intended differences normalised), and remote.py reads through
-#   Feast's SDK as a remote-store client of each (equal). Then a new view is added, `feast apply` and `materialize` run,
+#   Feast's SDK as a remote-store client of each (equal); pushed.py writes the
+#   same rows through both servers' /push and /write-to-online-store and reads
+#   them back alike through both and through Feast's SDK. Then a new view is added, `feast apply` and `materialize` run,
 #   `POST /admin/reload` makes Oka serve it, and compare.py runs again.
 # - Settings Oka cannot honour (a SQLite online store, serialization version 2)
 #   stop `oka serve` with a message naming the setting.
@@ -117,6 +119,9 @@ code=$(curl -s -o "$WORK/bad.json" -w '%{http_code}' -X POST "http://127.0.0.1:$
   cat "$WORK/bad.json"; echo "feast: a malformed body got $code" >&2; exit 1; }
 timeout 600 "$VENV/bin/python" "$HERE/corpus.py" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"
 timeout 300 "$VENV/bin/python" "$HERE/remote.py" "$REPO" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"
+# Feast's write routes (/push, /write-to-online-store) to both servers, read back
+# through both and through Feast's SDK.
+timeout 300 "$VENV/bin/python" "$HERE/pushed.py" "$REPO" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"
 
 # Writes through Oka (POST /v1/ingest) in Feast's layout, read back through Feast's SDK.
 ingest() { # FEATURE RECORDS-JSON

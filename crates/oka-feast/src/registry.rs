@@ -162,6 +162,12 @@ pub struct FeatureView {
     pub ttl: Option<Duration>,
     /// Whether the view is served online.
     pub online: bool,
+    /// The event-time column of the rows written to it (its batch source's
+    /// `timestamp_field`; empty when it has none).
+    pub timestamp_field: String,
+    /// Its batch source's `field_mapping`: a written row's column to the
+    /// feature it holds.
+    pub field_mapping: BTreeMap<String, String>,
 }
 
 /// An on-demand feature view: Python in Feast; an overlay gives Oka its form.
@@ -388,6 +394,16 @@ impl FeastRegistry {
                 features,
                 ttl,
                 online: spec.online,
+                timestamp_field: spec
+                    .batch_source
+                    .as_ref()
+                    .map(|b| b.timestamp_field.clone())
+                    .unwrap_or_default(),
+                field_mapping: spec
+                    .batch_source
+                    .as_ref()
+                    .map(|b| b.field_mapping.clone().into_iter().collect())
+                    .unwrap_or_default(),
             },
         );
         Ok(())

@@ -171,6 +171,8 @@ mod tests {
                 ],
                 ttl: None,
                 online: true,
+                timestamp_field: "ts".to_owned(),
+                field_mapping: Default::default(),
             },
         );
         r.on_demand.insert(

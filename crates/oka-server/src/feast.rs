@@ -20,6 +20,9 @@ use serde_json::Value as Json;
 
 use crate::error::ApiError;
 
+mod write;
+pub use write::{push, write_to_online_store};
+
 /// Feast's request body (fields Feast's server does not know are ignored, as
 /// its pydantic model ignores them).
 #[derive(Debug, Deserialize)]

@@ -126,18 +126,24 @@ pub enum Route {
     Ingest,
     /// Feast's `POST /get-online-features` (with `--feast-repo`).
     FeastOnline,
+    /// Feast's `POST /push` (with `--feast-repo`).
+    FeastPush,
+    /// Feast's `POST /write-to-online-store` (with `--feast-repo`).
+    FeastWrite,
     /// Anything else (404s, 405s).
     Other,
 }
 
 impl Route {
-    const ALL: [Route; 7] = [
+    const ALL: [Route; 9] = [
         Route::Features,
         Route::VolgaPost,
         Route::VolgaGet,
         Route::Registry,
         Route::Ingest,
         Route::FeastOnline,
+        Route::FeastPush,
+        Route::FeastWrite,
         Route::Other,
     ];
 
@@ -150,6 +156,8 @@ impl Route {
             Self::Registry => "GET /v1/features",
             Self::Ingest => "/v1/ingest",
             Self::FeastOnline => "/get-online-features",
+            Self::FeastPush => "/push",
+            Self::FeastWrite => "/write-to-online-store",
             Self::Other => "other",
         }
     }

@@ -60,6 +60,8 @@ pub fn router(state: AppState) -> Router {
         // Feast's routes, beside Oka's, only when a Feast repository is served.
         routes = routes
             .route("/get-online-features", post(post_feast_online))
+            .route("/push", post(post_feast_push))
+            .route("/write-to-online-store", post(post_feast_write))
             .route("/health", get(feast_health));
     }
     routes
@@ -389,6 +391,49 @@ async fn post_feast_online(
 ) -> Response {
     let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
     compute(&state, Route::FeastOnline, &headers, body, Dialect::Feast).await
+}
+
+/// Feast's `POST /push` (online only) and `POST /write-to-online-store` (with
+/// `--feast-repo`): gated as `/v1/ingest` is (the `write` scope, the ingest
+/// budget), answered as `feast serve` answers them (`200` with an empty body,
+/// and with `null`).
+async fn feast_write(state: &AppState, route: Route, headers: &HeaderMap, body: Body) -> Response {
+    tracked(state, route, |_| async {
+        authorize(state, headers, Scope::Write)?;
+        let budget = Arc::clone(&state.shared.ingest_budget);
+        let body = read_body(state, headers, body, Some(&budget)).await?;
+        let _slot = admit(state)?;
+        let feast = state
+            .shared
+            .feast
+            .as_ref()
+            .map(|f| f.load_full())
+            .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no Feast repository is served"))?;
+        if route == Route::FeastPush {
+            crate::feast::push(&state.shared, &feast, &body.bytes).await?;
+            Ok(Response::new(Body::empty()))
+        } else {
+            crate::feast::write_to_online_store(&state.shared, &feast, &body.bytes).await?;
+            Ok(json_response("null"))
+        }
+    })
+    .await
+}
+
+async fn post_feast_push(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    feast_write(&state, Route::FeastPush, &headers, body).await
+}
+
+async fn post_feast_write(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    feast_write(&state, Route::FeastWrite, &headers, body).await
 }
 
 /// Feast's `GET /health`: 200 with an empty body while the store answers, else
