@@ -20,7 +20,9 @@
 #   JSON, two intended differences normalised), and remote.py reads through
 #   Feast's SDK as a remote-store client of each (equal); pushed.py writes the
 #   same rows through both servers' /push and /write-to-online-store and reads
-#   them back alike through both and through Feast's SDK. Then a new view is added, `feast apply` and `materialize` run,
+#   them back alike through both and through Feast's SDK. `feast listen`
+#   (Feast's gRPC server) and Oka's --grpc-listen answer grpc_compare.py's
+#   requests alike through Feast's generated stubs. Then a new view is added, `feast apply` and `materialize` run,
 #   `POST /admin/reload` makes Oka serve it, and compare.py runs again.
 # - Settings Oka cannot honour (a SQLite online store, serialization version 2)
 #   stop `oka serve` with a message naming the setting.
@@ -46,9 +48,9 @@ fi
 FEAST=$VENV/bin/feast
 command -v redis-server >/dev/null || { echo "feast: redis-server is needed" >&2; exit 2; }
 
-read -r RPORT PORT APORT FPORT < <(python3 -c '
+read -r RPORT PORT APORT FPORT GPORT LPORT < <(python3 -c '
 import socket
-s = [socket.socket() for _ in range(4)]
+s = [socket.socket() for _ in range(6)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])
 for x in s: x.close()')
@@ -93,7 +95,8 @@ for view in fare_estimate dispatch_priority; do
   grep -q "^  $view:" "$WORK/overlay.yaml" || { cat "$WORK/overlay.yaml"; echo "feast: scaffold lacks $view" >&2; exit 1; }
 done
 
-"$BIN" serve --feast-repo "$REPO" --workers 2 \
+"$BIN" serve --feast-repo "$REPO" --workers 2 --grpc-listen "127.0.0.1:$GPORT" \
+  --header-read-timeout-ms 2000 \
   --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$APORT" >"$WORK/oka.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 100); do
@@ -119,6 +122,15 @@ code=$(curl -s -o "$WORK/bad.json" -w '%{http_code}' -X POST "http://127.0.0.1:$
   cat "$WORK/bad.json"; echo "feast: a malformed body got $code" >&2; exit 1; }
 timeout 600 "$VENV/bin/python" "$HERE/corpus.py" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"
 timeout 300 "$VENV/bin/python" "$HERE/remote.py" "$REPO" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"
+# Feast's gRPC feature server (`feast listen`) against Oka's gRPC services,
+# through Feast's generated stubs.
+(cd "$REPO" && exec timeout 900 "$FEAST" listen --address "127.0.0.1:$LPORT") >"$WORK/feast-listen.log" 2>&1 &
+pids+=($!)
+timeout 60 "$VENV/bin/python" - "127.0.0.1:$LPORT" <<'PY' || { tail -20 "$WORK/feast-listen.log"; echo "feast: feast listen did not start" >&2; exit 1; }
+import sys, grpc
+grpc.channel_ready_future(grpc.insecure_channel(sys.argv[1])).result(timeout=55)
+PY
+timeout 300 "$VENV/bin/python" "$HERE/grpc_compare.py" "127.0.0.1:$LPORT" "127.0.0.1:$GPORT" "http://127.0.0.1:$PORT" 2000
 # Feast's write routes (/push, /write-to-online-store) to both servers, read back
 # through both and through Feast's SDK.
 timeout 300 "$VENV/bin/python" "$HERE/pushed.py" "$REPO" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"

@@ -42,6 +42,20 @@ use oka_server::{Limits, Shared};
 use serve_args::{ServeArgs, limits, server_config};
 use tracing::info;
 
+/// Why `oka serve` could not bind its ports, naming them.
+fn bind_failed(config: &oka_server::runtime::ServerConfig, e: &std::io::Error) -> anyhow::Error {
+    let grpc = config
+        .grpc_listen
+        .map(|a| format!(" and {a} (gRPC)"))
+        .unwrap_or_default();
+    anyhow::anyhow!(
+        "binding {} and {}{grpc}: {}",
+        config.listen,
+        config.admin_listen,
+        oka_server::error::io_reason(e)
+    )
+}
+
 /// The global allocator of every binary built on this crate (feature `mimalloc`,
 /// on by default).
 #[cfg(feature = "mimalloc")]
@@ -429,14 +443,8 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         let sources = tokio::spawn(sources);
 
         let config = server_config(&args);
-        let running = oka_server::runtime::start(&config, Arc::clone(&shared)).map_err(|e| {
-            anyhow::anyhow!(
-                "binding {} and {}: {}",
-                config.listen,
-                config.admin_listen,
-                oka_server::error::io_reason(&e)
-            )
-        })?;
+        let running = oka_server::runtime::start(&config, Arc::clone(&shared))
+            .map_err(|e| bind_failed(&config, &e))?;
         reload_on_sighup(Arc::clone(&shared));
         let signal = shutdown_signal().await;
         drain(&running, signal, Duration::from_secs(args.shutdown_delay_s)).await;

@@ -77,6 +77,17 @@ pub struct ServeArgs {
         default_value = "127.0.0.1:9122"
     )]
     pub admin_listen: SocketAddr,
+    /// Serve Feast's gRPC services (`ServingService` and `GrpcFeatureServer`:
+    /// `GetOnlineFeatures`, `Push`, `WriteToOnlineStore`) on this address, beside
+    /// Feast's HTTP routes. Off by default; needs `--feast-repo`.
+    #[arg(
+        help_heading = "Serving",
+        long,
+        env = "OKA_GRPC_LISTEN",
+        value_name = "ADDR",
+        requires = "feast_repo"
+    )]
+    pub grpc_listen: Option<SocketAddr>,
     /// Worker threads (default: the CPUs this process may use).
     #[arg(help_heading = "Serving", long, env = "OKA_WORKERS")]
     pub workers: Option<usize>,
@@ -211,6 +222,7 @@ pub fn server_config(args: &ServeArgs) -> ServerConfig {
             idle: Duration::from_millis(args.idle_timeout_ms.max(1)),
         },
         max_connections: args.max_connections.max(1),
+        grpc_listen: args.grpc_listen,
         ..ServerConfig::new(args.listen, args.admin_listen)
     }
 }

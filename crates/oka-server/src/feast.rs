@@ -26,32 +26,37 @@ pub use write::{push, write_to_online_store};
 /// Feast's request body (fields Feast's server does not know are ignored, as
 /// its pydantic model ignores them).
 #[derive(Debug, Deserialize)]
-struct Request {
-    entities: indexmap::IndexMap<String, Vec<Json>>,
+pub(crate) struct Request {
+    pub(crate) entities: indexmap::IndexMap<String, Vec<Json>>,
     #[serde(default)]
-    feature_service: Option<String>,
+    pub(crate) feature_service: Option<String>,
     #[serde(default)]
-    features: Vec<String>,
+    pub(crate) features: Vec<String>,
     #[serde(default)]
-    full_feature_names: bool,
+    pub(crate) full_feature_names: bool,
     #[serde(default)]
-    include_feature_view_version_metadata: bool,
+    pub(crate) include_feature_view_version_metadata: bool,
 }
 
 /// One output column of the answer.
 #[derive(Debug)]
-enum Out {
-    /// An entity column, its values as given (typed by the join key).
-    Entity(Vec<Value>),
+pub(crate) enum Out {
+    /// An entity column, its values as given (typed by the join key), and the
+    /// key's Feast type.
+    Entity(Vec<Value>, FeastType),
     /// A feature of a view: the target's index, the feature's name and type.
-    Feature { target: usize, feature: String },
+    Feature {
+        target: usize,
+        feature: String,
+        ty: FeastType,
+    },
 }
 
 /// What the answer is made of, decided when the request is parsed.
 #[derive(Debug)]
 pub struct Plan {
-    names: Vec<String>,
-    columns: Vec<Out>,
+    pub(crate) names: Vec<String>,
+    pub(crate) columns: Vec<Out>,
 }
 
 fn bad(code: ErrorCode, message: String) -> ApiError {
@@ -73,6 +78,15 @@ pub fn parse(
         };
         bad(ErrorCode::MalformedRequest, format!("invalid request body: {why}"))
     })?;
+    plan(feast, registry, &request)
+}
+
+/// Feast's request (from JSON or gRPC) as Oka's, and the plan of its answer.
+pub(crate) fn plan(
+    feast: &FeastRegistry,
+    registry: &Registry,
+    request: &Request,
+) -> Result<(FeatureRequest, Plan), ApiError> {
     if request.include_feature_view_version_metadata {
         return Err(bad(
             ErrorCode::InvalidRequest,
@@ -86,27 +100,27 @@ pub fn parse(
             "every column of `entities` must have as many values (one per entity row)".to_owned(),
         ));
     }
-    let refs = feature_refs(feast, &request)?;
+    let refs = feature_refs(feast, request)?;
     let Columns {
         views,
         names,
         columns,
         mut typed,
-    } = columns(feast, registry, &request, &refs, rows)?;
+    } = columns(feast, registry, request, &refs, rows)?;
     // The entity columns first, in the order the request gave them.
     let mut plan = Plan {
         names: Vec::new(),
         columns: Vec::new(),
     };
     for name in request.entities.keys() {
-        if let Some(values) = typed.shift_remove(name.as_str()) {
+        if let Some((values, ty)) = typed.shift_remove(name.as_str()) {
             plan.names.push(name.clone());
-            plan.columns.push(Out::Entity(values));
+            plan.columns.push(Out::Entity(values, ty));
         }
     }
     plan.names.extend(names);
     plan.columns.extend(columns);
-    let oka = oka_request(feast, &views, &request, rows)?;
+    let oka = oka_request(feast, &views, request, rows)?;
     Ok((oka, plan))
 }
 
@@ -118,8 +132,8 @@ struct Columns<'r> {
     names: Vec<String>,
     /// The features' columns.
     columns: Vec<Out>,
-    /// The join keys' columns, typed.
-    typed: indexmap::IndexMap<&'r str, Vec<Value>>,
+    /// The join keys' columns, typed, with the keys' types.
+    typed: indexmap::IndexMap<&'r str, (Vec<Value>, FeastType)>,
 }
 
 fn columns<'r>(
@@ -137,12 +151,12 @@ fn columns<'r>(
     };
     for (view_name, feature, shown) in refs {
         let view = &feast.views[view_name.as_str()];
-        if !view.features.iter().any(|f| f.name == *feature) {
+        let Some(column) = view.features.iter().find(|f| f.name == *feature) else {
             return Err(bad(
                 ErrorCode::UnknownFeature,
                 format!("feature view `{view_name}` has no feature `{feature}`"),
             ));
-        }
+        };
         if registry.feature_id(view_name).is_none() {
             return Err(bad(
                 ErrorCode::UnknownFeature,
@@ -152,7 +166,7 @@ fn columns<'r>(
         for key in &view.join_keys {
             if !out.typed.contains_key(key.name.as_str()) {
                 out.typed
-                    .insert(&key.name, entity_column(request, key, rows)?);
+                    .insert(&key.name, (entity_column(request, key, rows)?, key.ty));
             }
         }
         let target = match out.views.iter().position(|v| v == view_name) {
@@ -166,6 +180,7 @@ fn columns<'r>(
         out.columns.push(Out::Feature {
             target,
             feature: feature.clone(),
+            ty: column.ty,
         });
     }
     Ok(out)
@@ -345,8 +360,10 @@ pub fn write_response(
             out.push(b',');
         }
         match column {
-            Out::Entity(values) => write_entity(values, out),
-            Out::Feature { target, feature } => {
+            Out::Entity(values, _) => write_entity(values, out),
+            Out::Feature {
+                target, feature, ..
+            } => {
                 let t = &prepared.targets[*target];
                 let entity = &registry.feature(t.feature).entity;
                 let at = entity.column_index(feature);

@@ -22,6 +22,7 @@ pub mod auth;
 pub mod catalog;
 pub mod error;
 pub mod feast;
+pub mod grpc;
 pub mod ingest;
 pub mod metrics;
 pub mod openapi;

@@ -130,12 +130,14 @@ pub enum Route {
     FeastPush,
     /// Feast's `POST /write-to-online-store` (with `--feast-repo`).
     FeastWrite,
+    /// Feast's gRPC calls (with `--feast-repo --grpc-listen`).
+    FeastGrpc,
     /// Anything else (404s, 405s).
     Other,
 }
 
 impl Route {
-    const ALL: [Route; 9] = [
+    const ALL: [Route; 10] = [
         Route::Features,
         Route::VolgaPost,
         Route::VolgaGet,
@@ -144,6 +146,7 @@ impl Route {
         Route::FeastOnline,
         Route::FeastPush,
         Route::FeastWrite,
+        Route::FeastGrpc,
         Route::Other,
     ];
 
@@ -158,6 +161,7 @@ impl Route {
             Self::FeastOnline => "/get-online-features",
             Self::FeastPush => "/push",
             Self::FeastWrite => "/write-to-online-store",
+            Self::FeastGrpc => "grpc",
             Self::Other => "other",
         }
     }

@@ -27,6 +27,8 @@ use tokio::sync::watch;
 use tracing::{error, info, warn};
 
 use crate::metrics::{Metrics, WorkerCounters};
+
+mod grpc_port;
 use crate::router::{admin_router, router};
 use crate::state::{AppState, Shared};
 
@@ -58,8 +60,11 @@ pub struct ServerConfig {
     /// Header-read and keep-alive idle timeouts of client connections.
     pub timeouts: ConnTimeouts,
     /// Client connections one worker holds open; beyond, new ones are answered
-    /// 503 and closed.
+    /// 503 and closed (on the gRPC port: closed).
     pub max_connections: usize,
+    /// Feast's gRPC services' address (`--grpc-listen`, with a Feast
+    /// repository), if any.
+    pub grpc_listen: Option<SocketAddr>,
 }
 
 impl ServerConfig {
@@ -73,6 +78,7 @@ impl ServerConfig {
             runtime: RuntimeMode::PerCore,
             timeouts: ConnTimeouts::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            grpc_listen: None,
         }
     }
 }
@@ -94,6 +100,8 @@ pub struct Running {
     pub addr: SocketAddr,
     /// The bound admin address.
     pub admin_addr: SocketAddr,
+    /// The bound gRPC address, if gRPC is served.
+    pub grpc_addr: Option<SocketAddr>,
     shared: Arc<Shared>,
     stop_workers: watch::Sender<bool>,
     stop_admin: watch::Sender<bool>,
@@ -247,6 +255,8 @@ struct Thread {
     timeouts: ConnTimeouts,
     max_connections: usize,
     metrics: Arc<Metrics>,
+    /// The worker's gRPC listener, if gRPC is served.
+    grpc: Option<TcpListener>,
 }
 
 fn spawn_server(
@@ -254,20 +264,11 @@ fn spawn_server(
     stop: watch::Receiver<bool>,
     multi_threaded: Option<usize>,
 ) -> io::Result<JoinHandle<Served>> {
-    let Thread {
-        name,
-        listener,
-        app,
-        draining,
-        core,
-        timeouts,
-        max_connections,
-        metrics,
-    } = thread;
     std::thread::Builder::new()
-        .name(name.clone())
+        .name(thread.name.clone())
         .spawn(move || {
-            if let Some(core) = core
+            let name = &thread.name;
+            if let Some(core) = thread.core
                 && !core_affinity::set_for_current(core)
             {
                 error!(thread = %name, core = core.id, "could not pin thread");
@@ -281,41 +282,87 @@ fn spawn_server(
                     .enable_all()
                     .build(),
             };
-            let rt = match rt {
-                Ok(rt) => rt,
+            match rt {
+                Ok(rt) => rt.block_on(serve_thread(thread, stop)),
                 Err(e) => {
                     error!(thread = %name, error = %e, "could not build runtime");
-                    return Served::default();
+                    Served::default()
                 }
-            };
-            rt.block_on(async move {
-                let (app, counters) = match app {
-                    App::Worker(state) => {
-                        let state = state.with_worker_store().await;
-                        let counters = Arc::clone(&state.worker);
-                        (router(state), counters)
-                    }
-                    App::Ready(app, counters) => (app, counters),
-                };
-                let listener = match tokio::net::TcpListener::from_std(listener) {
-                    Ok(l) => l,
-                    Err(e) => {
-                        error!(thread = %name, error = %e, "could not register listener");
-                        return Served::default();
-                    }
-                };
-                let server = Listener {
-                    name,
-                    app,
-                    draining,
-                    open: Arc::clone(&counters.connections),
-                    events: metrics,
-                    timeouts,
-                    max_connections,
-                };
-                server.run(listener, stop).await
-            })
+            }
         })
+}
+
+/// A server thread's accept loop (and a worker's gRPC server), on its runtime.
+async fn serve_thread(thread: Thread, stop: watch::Receiver<bool>) -> Served {
+    let Thread {
+        name,
+        listener,
+        app,
+        draining,
+        timeouts,
+        max_connections,
+        metrics,
+        grpc,
+        ..
+    } = thread;
+    let mut grpc_server = None;
+    let (app, counters) = match app {
+        App::Worker(state) => {
+            let state = state.with_worker_store().await;
+            let counters = Arc::clone(&state.worker);
+            if let Some(l) = grpc {
+                let (s, stop) = (state.clone(), stop.clone());
+                grpc_server = spawn_grpc(&name, l, s, timeouts, max_connections, stop);
+            }
+            (router(state), counters)
+        }
+        App::Ready(app, counters) => (app, counters),
+    };
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            error!(thread = %name, error = %e, "could not register listener");
+            return Served::default();
+        }
+    };
+    let server = Listener {
+        name,
+        app,
+        draining,
+        open: Arc::clone(&counters.connections),
+        events: metrics,
+        timeouts,
+        max_connections,
+    };
+    let served = server.run(listener, stop).await;
+    if let Some(grpc) = grpc_server {
+        let _ = grpc.await;
+    }
+    served
+}
+
+/// Starts serving Feast's gRPC services on a worker's runtime.
+fn spawn_grpc(
+    name: &str,
+    listener: TcpListener,
+    state: AppState,
+    timeouts: ConnTimeouts,
+    max_connections: usize,
+    stop: watch::Receiver<bool>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => Some(tokio::spawn(grpc_port::serve(
+            state,
+            l,
+            timeouts,
+            max_connections,
+            stop,
+        ))),
+        Err(e) => {
+            error!(thread = %name, error = %e, "could not register the gRPC listener");
+            None
+        }
+    }
 }
 
 /// Binds and starts `config.workers` workers and the admin server.
@@ -335,7 +382,9 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
         timeouts: config.timeouts,
         max_connections,
         metrics: Arc::clone(&shared.metrics),
+        grpc: None,
     };
+    let (grpc_addr, mut grpc_listeners) = grpc_listeners(config, workers)?;
 
     let (addr, threads) = match config.runtime {
         RuntimeMode::PerCore => {
@@ -350,11 +399,9 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
                     pinned.push(c.id);
                 }
                 let app = App::Worker(AppState::new(Arc::clone(&shared), i));
-                threads.push(spawn_server(
-                    thread(format!("oka-worker-{i}"), listener, app, core),
-                    rx.clone(),
-                    None,
-                )?);
+                let mut t = thread(format!("oka-worker-{i}"), listener, app, core);
+                t.grpc = grpc_listeners.pop();
+                threads.push(spawn_server(t, rx.clone(), None)?);
             }
             info!(%addr, workers, runtime = "per-core", pinned = ?pinned, "workers started");
             (addr, threads)
@@ -377,27 +424,44 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
     let admin_state = AppState::admin(Arc::clone(&shared));
     let admin_counters = Arc::clone(&admin_state.worker);
     let admin_app = App::Ready(admin_router(admin_state), admin_counters);
-    let admin_thread = thread("oka-admin".to_owned(), admin, admin_app, None);
-    // The admin port's probes and scrapers keep their connections while draining.
-    let never = Arc::new(AtomicBool::new(false));
-    let admin = spawn_server(
-        Thread {
-            draining: never,
-            ..admin_thread
-        },
-        admin_rx,
-        None,
-    )?;
-    info!(%addr, %admin_addr, "serving");
+    let admin_thread = Thread {
+        // The admin port's probes and scrapers keep their connections while draining.
+        draining: Arc::new(AtomicBool::new(false)),
+        ..thread("oka-admin".to_owned(), admin, admin_app, None)
+    };
+    let admin = spawn_server(admin_thread, admin_rx, None)?;
+    match grpc_addr {
+        Some(grpc_addr) => info!(%addr, %admin_addr, %grpc_addr, "serving"),
+        None => info!(%addr, %admin_addr, "serving"),
+    }
     Ok(Running {
         addr,
         admin_addr,
+        grpc_addr,
         shared,
         stop_workers,
         stop_admin,
         workers: threads,
         admin,
     })
+}
+
+/// The gRPC port's listeners, one per worker, when gRPC is served.
+fn grpc_listeners(
+    config: &ServerConfig,
+    workers: usize,
+) -> io::Result<(Option<SocketAddr>, Vec<TcpListener>)> {
+    match config.grpc_listen {
+        Some(_) if config.runtime == RuntimeMode::Shared => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "gRPC is served by per-core workers only (leave the runtime at per-core)",
+        )),
+        Some(listen) => {
+            let (addr, listeners) = reuseport_listeners(listen, workers)?;
+            Ok((Some(addr), listeners))
+        }
+        None => Ok((None, Vec::new())),
+    }
 }
 
 /// One listener per worker on the same port (SO_REUSEPORT, so the kernel spreads

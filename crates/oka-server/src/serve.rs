@@ -16,7 +16,7 @@ use tracing::debug;
 
 use crate::error::ApiError;
 use crate::metrics::Leniency;
-use crate::state::{AppState, Loaded};
+use crate::state::{AppState, Loaded, Shared};
 
 /// Where a request's time went (the `Server-Timing` header).
 #[derive(Debug, Default, Clone, Copy)]
@@ -207,7 +207,6 @@ pub async fn features(
     let registry = &loaded.registry;
     let (request, feast_plan) = parse_as(state, registry, body, dialect)?;
     let budget = time_budget(&request, deadline, shared.limits.default_deadline)?;
-    let deadline_at = started + budget;
     if dialect == Dialect::Volga && request.target_features.is_empty() {
         shared.metrics.lenient(Leniency::EmptyTargets);
         let body = format!(
@@ -216,12 +215,68 @@ pub async fn features(
         );
         return Ok((body.into_bytes(), timing));
     }
-    let now = Timestamp::now();
     let keys = match dialect {
         Dialect::Oka | Dialect::Feast => KeyPolicy::Strict,
         Dialect::Volga => KeyPolicy::NullForBadKeys,
     };
-    let prepared = registry.prepare_as(&request, now, &shared.limits.request, keys)?;
+    let request = Request {
+        request,
+        keys,
+        started,
+        budget,
+    };
+    let (prepared, outputs) = compute(state, &loaded, request, &mut timing).await?;
+
+    // 4. Encode.
+    let t = Instant::now();
+    let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
+    let server_id = dialect.server_id(state);
+    encode_as(
+        registry,
+        &prepared,
+        &outputs,
+        feast_plan.as_ref(),
+        server_id,
+        dialect,
+        &mut body,
+    );
+    timing.encode = t.elapsed();
+
+    computed(shared, started, &prepared);
+    Ok((body, timing))
+}
+
+/// A parsed feature request, whichever API it came in on.
+pub(crate) struct Request {
+    /// The request in Oka's terms.
+    pub request: FeatureRequest,
+    /// How keys that do not fit their entity are taken.
+    pub keys: KeyPolicy,
+    /// When the request began (its deadline counts from here).
+    pub started: Instant,
+    /// Its time budget.
+    pub budget: Duration,
+}
+
+/// Steps 1 (the plan), 2 (the reads) and 3 (the UDFs) of a feature request, for
+/// every API (`/v1/features`, Volga's and Feast's routes, Feast's gRPC service):
+/// one spec version, `loaded`, serves the whole request.
+pub(crate) async fn compute(
+    state: &AppState,
+    loaded: &Loaded,
+    request: Request,
+    timing: &mut Timing,
+) -> Result<(Prepared, Outputs), ApiError> {
+    let shared = &state.shared;
+    let registry = &loaded.registry;
+    let Request {
+        request,
+        keys,
+        started,
+        budget,
+    } = request;
+    let deadline_at = started + budget;
+    let prepared = registry.prepare_as(&request, Timestamp::now(), &shared.limits.request, keys)?;
     if prepared.invalid_keys() > 0 {
         shared.metrics.lenient(Leniency::InvalidKey);
     }
@@ -241,32 +296,20 @@ pub async fn features(
             e => execute_error(e),
         })?;
     timing.udf = t.elapsed();
-    record_udfs(&loaded, &outputs);
+    record_udfs(loaded, &outputs);
+    Ok((prepared, outputs))
+}
 
-    // 4. Encode.
-    let t = Instant::now();
-    let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
-    let server_id = dialect.server_id(state);
-    encode_as(
-        registry,
-        &prepared,
-        &outputs,
-        feast_plan.as_ref(),
-        server_id,
-        dialect,
-        &mut body,
-    );
-    timing.encode = t.elapsed();
-
+/// Records a served request's latency and key count.
+pub(crate) fn computed(shared: &Shared, started: Instant, prepared: &Prepared) {
     let elapsed = started.elapsed();
     shared.metrics.compute(elapsed, prepared.key_count());
     shared.stats.server.record(elapsed);
-    Ok((body, timing))
 }
 
 /// The request's time budget: the `X-Oka-Deadline-Ms` header's, else the body's
 /// `deadline_ms` (checked to be in range), else the server's default.
-fn time_budget(
+pub(crate) fn time_budget(
     request: &FeatureRequest,
     header: Option<Duration>,
     default: Duration,

@@ -1,0 +1,405 @@
+//! Feast's gRPC API (`oka serve --feast-repo DIR --grpc-listen ADDR`):
+//! `feast.serving.ServingService` (`GetOnlineFeatures`, `GetFeastServingInfo`:
+//! what the removed Go feature server served) and `GrpcFeatureServer`
+//! (`GetOnlineFeatures`, `Push`, `WriteToOnlineStore`: what `feast listen`
+//! serves). A request is taken into the same plan as Feast's HTTP route
+//! (`crate::feast::plan`), read and computed by the same code as every request
+//! (`crate::serve::compute`), under the same API keys (from the call's
+//! metadata), admission, deadlines (`grpc-timeout`) and limits; its answer is
+//! Feast's `GetOnlineFeaturesResponse`.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use oka_core::encode::answers;
+use oka_core::execute::{Outcome, Outputs};
+use oka_core::{ErrorCode, KeyPolicy, Prepared, Registry, Value};
+use oka_feast::layout;
+use oka_feast::proto::grpc_server::grpc_feature_server_server::GrpcFeatureServer;
+use oka_feast::proto::grpc_server::{
+    PushRequest, PushResponse, WriteToOnlineStoreRequest, WriteToOnlineStoreResponse,
+};
+use oka_feast::proto::serving::get_online_features_request::Kind;
+use oka_feast::proto::serving::get_online_features_response::FeatureVector;
+use oka_feast::proto::serving::serving_service_server::ServingService;
+use oka_feast::proto::serving::{
+    FeatureList, FieldStatus, GetFeastServingInfoRequest, GetFeastServingInfoResponse,
+    GetOnlineFeaturesRequest, GetOnlineFeaturesResponse, GetOnlineFeaturesResponseMetadata,
+};
+use oka_feast::proto::types::{RepeatedValue, Value as ProtoValue, value::Val};
+use serde_json::Value as Json;
+use tonic::{Code, Request, Response, Status};
+
+use crate::auth::Scope;
+use crate::error::ApiError;
+use crate::feast::{Out, Plan};
+use crate::metrics::Route;
+use crate::serve::{self, Timing};
+use crate::state::AppState;
+
+/// Both of Feast's gRPC services, on one worker's state.
+#[derive(Clone)]
+pub struct FeastGrpc {
+    state: AppState,
+}
+
+impl std::fmt::Debug for FeastGrpc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FeastGrpc").finish_non_exhaustive()
+    }
+}
+
+impl FeastGrpc {
+    /// The services on `state` (a worker's).
+    pub fn new(state: AppState) -> Self {
+        Self { state }
+    }
+
+    /// One call, with the bookkeeping of the HTTP routes: the API key check,
+    /// admission, the latency under `route` and the status it maps to.
+    async fn call<T, F, Fut>(
+        &self,
+        route: Route,
+        metadata: &tonic::metadata::MetadataMap,
+        scope: Scope,
+        handler: F,
+    ) -> Result<Response<T>, Status>
+    where
+        F: FnOnce(Instant) -> Fut,
+        Fut: Future<Output = Result<T, ApiError>>,
+    {
+        let started = Instant::now();
+        let state = &self.state;
+        let headers = metadata.clone().into_headers();
+        let answer = async {
+            state.shared.loaded.load().keys.check(&headers, scope)?;
+            let _slot = state.admit().ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::Overloaded,
+                    "this worker is at its in-flight limit; retry shortly",
+                )
+            })?;
+            handler(started).await
+        }
+        .await;
+        let status = answer
+            .as_ref()
+            .map_or_else(|e| e.status().as_u16(), |_| 200);
+        state
+            .shared
+            .metrics
+            .request(route, status, started.elapsed());
+        answer.map(Response::new).map_err(|e| status_of(&e))
+    }
+
+    async fn online(
+        &self,
+        request: Request<GetOnlineFeaturesRequest>,
+    ) -> Result<Response<GetOnlineFeaturesResponse>, Status> {
+        let deadline = grpc_timeout(request.metadata());
+        let (metadata, _, request) = request.into_parts();
+        self.call(Route::FeastGrpc, &metadata, Scope::Read, |started| async move {
+            get_online_features(&self.state, request, started, deadline?).await
+        })
+        .await
+    }
+}
+
+/// The call's `grpc-timeout` (its deadline), if it gave one: at most the
+/// longest deadline Oka takes.
+fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Result<Option<Duration>, ApiError> {
+    let Some(v) = metadata.get("grpc-timeout") else {
+        return Ok(None);
+    };
+    let bad = || {
+        ApiError::new(
+            ErrorCode::InvalidRequest,
+            "`grpc-timeout` must be digits and a unit (H, M, S, m, u or n)",
+        )
+    };
+    let v = v.to_str().map_err(|_| bad())?;
+    let (digits, unit) = v.split_at(v.len().saturating_sub(1));
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let d = match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return Err(bad()),
+    };
+    let max = Duration::from_millis(*serve::DEADLINE_MS.end());
+    Ok(Some(d.clamp(Duration::from_millis(1), max)))
+}
+
+async fn get_online_features(
+    state: &AppState,
+    request: GetOnlineFeaturesRequest,
+    started: Instant,
+    deadline: Option<Duration>,
+) -> Result<GetOnlineFeaturesResponse, ApiError> {
+    let shared = &state.shared;
+    let feast = shared
+        .feast
+        .as_ref()
+        .map(|f| f.load_full())
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no Feast repository is served"))?;
+    let loaded = shared.loaded.load_full();
+    let registry = &loaded.registry;
+    let (request, plan) = crate::feast::plan(&feast, registry, &feast_request(request)?)?;
+    let budget = serve::time_budget(&request, deadline, shared.limits.default_deadline)?;
+    let request = serve::Request {
+        request,
+        keys: KeyPolicy::Strict,
+        started,
+        budget,
+    };
+    let mut timing = Timing::default();
+    let (prepared, outputs) = serve::compute(state, &loaded, request, &mut timing).await?;
+    let answer = response(registry, &prepared, &outputs, &plan)?;
+    serve::computed(shared, started, &prepared);
+    Ok(answer)
+}
+
+/// The gRPC request as the one Feast's HTTP route takes: the entity columns and
+/// the request context (request data of on-demand views) both in `entities`,
+/// sorted by name (a protobuf map has no order).
+fn feast_request(request: GetOnlineFeaturesRequest) -> Result<crate::feast::Request, ApiError> {
+    let mut columns: Vec<(String, RepeatedValue)> = request
+        .entities
+        .into_iter()
+        .chain(request.request_context)
+        .collect();
+    columns.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut entities = indexmap::IndexMap::with_capacity(columns.len());
+    for (name, values) in columns {
+        let values = values.val.iter().map(json_of).collect();
+        entities.insert(name, values);
+    }
+    let (feature_service, features) = match request.kind {
+        Some(Kind::FeatureService(s)) => (Some(s), Vec::new()),
+        Some(Kind::Features(FeatureList { val })) => (None, val),
+        None => (None, Vec::new()),
+    };
+    Ok(crate::feast::Request {
+        entities,
+        feature_service,
+        features,
+        full_feature_names: request.full_feature_names,
+        include_feature_view_version_metadata: request.include_feature_view_version_metadata,
+    })
+}
+
+/// A `ValueProto` as the JSON value Feast's HTTP route takes for it.
+fn json_of(v: &ProtoValue) -> Json {
+    let list = |items: Vec<Json>| Json::Array(items);
+    match &v.val {
+        None | Some(Val::NullVal(_)) => Json::Null,
+        Some(Val::Int32Val(n)) => Json::from(*n),
+        Some(Val::Int64Val(n)) | Some(Val::UnixTimestampVal(n)) => Json::from(*n),
+        Some(Val::DoubleVal(x)) => Json::from(*x),
+        Some(Val::FloatVal(x)) => Json::from(f64::from(*x)),
+        Some(Val::BoolVal(b)) => Json::from(*b),
+        Some(Val::StringVal(s)) => Json::from(s.as_str()),
+        Some(Val::BytesVal(b)) => Json::from(base64::engine::general_purpose::STANDARD.encode(b)),
+        Some(Val::Int32ListVal(l)) => list(l.val.iter().map(|n| Json::from(*n)).collect()),
+        Some(Val::Int64ListVal(l)) | Some(Val::UnixTimestampListVal(l)) => {
+            list(l.val.iter().map(|n| Json::from(*n)).collect())
+        }
+        Some(Val::DoubleListVal(l)) => list(l.val.iter().map(|x| Json::from(*x)).collect()),
+        Some(Val::FloatListVal(l)) => {
+            list(l.val.iter().map(|x| Json::from(f64::from(*x))).collect())
+        }
+        Some(Val::BoolListVal(l)) => list(l.val.iter().map(|b| Json::from(*b)).collect()),
+        Some(Val::StringListVal(l)) => list(l.val.iter().map(|s| Json::from(s.as_str())).collect()),
+        // Types Oka does not serve: given to the plan as a value no key or
+        // request field takes, so it is refused there with the column's name.
+        Some(_) => Json::Object(serde_json::Map::new()),
+    }
+}
+
+/// The answer as Feast's `GetOnlineFeaturesResponse`: the entity columns, then
+/// the features, as the HTTP route answers them.
+fn response(
+    registry: &Registry,
+    prepared: &Prepared,
+    outputs: &Outputs,
+    plan: &Plan,
+) -> Result<GetOnlineFeaturesResponse, ApiError> {
+    let encode_failed = |e: layout::LayoutError| {
+        tracing::warn!(error = %e.0, "a value could not be written as Feast's");
+        ApiError::new(ErrorCode::Internal, "internal error")
+    };
+    let epoch = prost_types::Timestamp::default();
+    let mut results = Vec::with_capacity(plan.columns.len());
+    for column in &plan.columns {
+        let vector = match column {
+            Out::Entity(values, ty) => FeatureVector {
+                values: values
+                    .iter()
+                    .map(|v| layout::from_oka(v, *ty))
+                    .collect::<Result<_, _>>()
+                    .map_err(encode_failed)?,
+                statuses: vec![FieldStatus::Present as i32; values.len()],
+                event_timestamps: vec![epoch; values.len()],
+            },
+            Out::Feature {
+                target,
+                feature,
+                ty,
+            } => {
+                let t = &prepared.targets[*target];
+                let at = registry.feature(t.feature).entity.column_index(feature);
+                let mut vector = FeatureVector::default();
+                for outcome in answers(prepared, outputs, t) {
+                    let row = match outcome {
+                        Some(Outcome::Present(rows)) => rows.first(),
+                        _ => None,
+                    };
+                    let value = match (row, at) {
+                        (Some(row), Some(at)) => row.columns.get(at).unwrap_or(&Value::Null),
+                        _ => &Value::Null,
+                    };
+                    vector
+                        .values
+                        .push(layout::from_oka(value, *ty).map_err(encode_failed)?);
+                    vector.statuses.push(FieldStatus::Present as i32);
+                    vector
+                        .event_timestamps
+                        .push(row.map_or(epoch, |r| prost_types::Timestamp {
+                            seconds: r.event_time.0.div_euclid(1_000_000),
+                            nanos: (r.event_time.0.rem_euclid(1_000_000) * 1000) as i32,
+                        }));
+                }
+                vector
+            }
+        };
+        results.push(vector);
+    }
+    Ok(GetOnlineFeaturesResponse {
+        metadata: Some(GetOnlineFeaturesResponseMetadata {
+            feature_names: Some(FeatureList {
+                val: plan.names.clone(),
+            }),
+            feature_view_metadata: Vec::new(),
+        }),
+        results,
+        status: false,
+    })
+}
+
+/// An error as a gRPC status: the code that fits its HTTP status, Oka's message.
+pub fn status_of(e: &ApiError) -> Status {
+    let code = match e.status().as_u16() {
+        400 | 413 | 422 => Code::InvalidArgument,
+        401 => Code::Unauthenticated,
+        403 => Code::PermissionDenied,
+        404 => Code::NotFound,
+        408 | 504 => Code::DeadlineExceeded,
+        429 | 503 => Code::Unavailable,
+        501 => Code::Unimplemented,
+        _ => Code::Internal,
+    };
+    Status::new(code, format!("{}: {}", e.code.as_str(), e.message))
+}
+
+/// A single-row write of `GrpcFeatureServer` (`Push`, `WriteToOnlineStore`)
+/// as the `df` of Feast's HTTP write routes: `typed_features` as their values,
+/// or `features` as strings.
+fn df_of(
+    features: &HashMap<String, String>,
+    typed: &HashMap<String, ProtoValue>,
+) -> Result<serde_json::Map<String, Json>, ApiError> {
+    if !features.is_empty() && !typed.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidRequest,
+            "give `features` or `typed_features`, not both",
+        ));
+    }
+    let mut df = serde_json::Map::new();
+    for (name, value) in features {
+        df.insert(name.clone(), Json::Array(vec![Json::from(value.as_str())]));
+    }
+    for (name, value) in typed {
+        df.insert(name.clone(), Json::Array(vec![json_of(value)]));
+    }
+    Ok(df)
+}
+
+#[tonic::async_trait]
+impl ServingService for FeastGrpc {
+    async fn get_feast_serving_info(
+        &self,
+        _request: Request<GetFeastServingInfoRequest>,
+    ) -> Result<Response<GetFeastServingInfoResponse>, Status> {
+        Ok(Response::new(GetFeastServingInfoResponse {
+            version: format!("oka {}", env!("CARGO_PKG_VERSION")),
+        }))
+    }
+
+    async fn get_online_features(
+        &self,
+        request: Request<GetOnlineFeaturesRequest>,
+    ) -> Result<Response<GetOnlineFeaturesResponse>, Status> {
+        self.online(request).await
+    }
+}
+
+#[tonic::async_trait]
+impl GrpcFeatureServer for FeastGrpc {
+    async fn push(&self, request: Request<PushRequest>) -> Result<Response<PushResponse>, Status> {
+        let (metadata, _, r) = request.into_parts();
+        self.call(Route::FeastGrpc, &metadata, Scope::Write, |_| async {
+            let feast = feast(&self.state)?;
+            let to = if r.to.is_empty() { "online" } else { &r.to };
+            let body = serde_json::json!({
+                "push_source_name": r.stream_feature_view,
+                "df": df_of(&r.features, &r.typed_features)?,
+                "to": to,
+            });
+            crate::feast::push(&self.state.shared, &feast, body.to_string().as_bytes()).await?;
+            Ok(PushResponse { status: true })
+        })
+        .await
+    }
+
+    async fn write_to_online_store(
+        &self,
+        request: Request<WriteToOnlineStoreRequest>,
+    ) -> Result<Response<WriteToOnlineStoreResponse>, Status> {
+        let (metadata, _, r) = request.into_parts();
+        self.call(Route::FeastGrpc, &metadata, Scope::Write, |_| async {
+            let feast = feast(&self.state)?;
+            let body = serde_json::json!({
+                "feature_view_name": r.feature_view_name,
+                "df": df_of(&r.features, &r.typed_features)?,
+            });
+            crate::feast::write_to_online_store(
+                &self.state.shared,
+                &feast,
+                body.to_string().as_bytes(),
+            )
+            .await?;
+            Ok(WriteToOnlineStoreResponse { status: true })
+        })
+        .await
+    }
+
+    async fn get_online_features(
+        &self,
+        request: Request<GetOnlineFeaturesRequest>,
+    ) -> Result<Response<GetOnlineFeaturesResponse>, Status> {
+        self.online(request).await
+    }
+}
+
+fn feast(state: &AppState) -> Result<std::sync::Arc<oka_feast::FeastRegistry>, ApiError> {
+    state
+        .shared
+        .feast
+        .as_ref()
+        .map(|f| f.load_full())
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no Feast repository is served"))
+}
