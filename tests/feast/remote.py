@@ -26,6 +26,11 @@ REQUESTS = [
     (["customer_profile:tier", "customer_profile:lifetime_value"],
      [{"customer_id": "c-1"}, {"customer_id": "c-2"}]),
     (["driver_customer_trips:trips_together"], [{"driver_id": 1001, "customer_id": "c-1"}]),
+    # On-demand views (Oka: the overlay), request data per row.
+    (["fare_estimate:expected_fare", "driver_stats:acc_rate"],
+     [{"driver_id": 1001, "distance_km": 10.0, "surge": 1.5},
+      {"driver_id": 1002, "distance_km": 2.5, "surge": 1.0}]),
+    (["dispatch_priority:priority"], [{"driver_id": 1001, "customer_id": "c-1"}]),
     # Nulls and missing entities: Feast's remote client raises on some of these,
     # whichever server answers; the same error is expected from both.
     (["driver_stats:conv_rate", "driver_stats:active"], [{"driver_id": 1003}, {"driver_id": 4242}]),

@@ -25,7 +25,9 @@
 #   requests alike through Feast's generated stubs. Then a new view is added, `feast apply` and `materialize` run,
 #   `POST /admin/reload` makes Oka serve it, and compare.py runs again.
 # - Settings Oka cannot honour (a SQLite online store, serialization version 2)
-#   stop `oka serve` with a message naming the setting.
+#   stop `oka serve` with a message naming the setting, and so do on-demand
+#   views without an overlay (overlay.yaml gives both theirs), unless
+#   --feast-skip-unmapped, which serves the rest.
 # The venv is target/feast/venv (created once; pip runs again only when
 # requirements.txt changes; about 60 s the first time). Everything started is
 # stopped by PID on exit.
@@ -95,7 +97,7 @@ for view in fare_estimate dispatch_priority; do
   grep -q "^  $view:" "$WORK/overlay.yaml" || { cat "$WORK/overlay.yaml"; echo "feast: scaffold lacks $view" >&2; exit 1; }
 done
 
-"$BIN" serve --feast-repo "$REPO" --workers 2 --grpc-listen "127.0.0.1:$GPORT" \
+"$BIN" serve --feast-repo "$REPO" --spec "$HERE/overlay.yaml" --workers 2 --grpc-listen "127.0.0.1:$GPORT" \
   --header-read-timeout-ms 2000 \
   --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$APORT" >"$WORK/oka.log" 2>&1 &
 pids+=($!)
@@ -171,5 +173,34 @@ refused() { # SETTING SED-EXPRESSION
   grep -q "\`$1\`" <<<"$out" || { echo "$out"; echo "feast: the refusal does not name \`$1\`" >&2; exit 1; }
 }
 refused online_store.type 's/type: redis/type: sqlite/'
+# On-demand views without an overlay stop start-up, each named with its inputs
+# and outputs; --feast-skip-unmapped serves the rest and refuses those by name.
+if out=$("$BIN" serve --feast-repo "$REPO" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 2>&1); then
+  echo "feast: oka served on-demand views without an overlay" >&2; exit 1
+fi
+for want in "\`fare_estimate\` reads driver_stats" "request data distance_km: float" "\`dispatch_priority\`" "--feast-skip-unmapped"; do
+  grep -qF -- "$want" <<<"$out" || { echo "$out"; echo "feast: the refusal lacks: $want" >&2; exit 1; }
+done
+read -r SPORT SAPORT < <(python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])
+for x in s: x.close()')
+"$BIN" serve --feast-repo "$REPO" --feast-skip-unmapped --workers 1 \
+  --listen "127.0.0.1:$SPORT" --admin-listen "127.0.0.1:$SAPORT" >"$WORK/oka-skip.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do
+  curl -sf "http://127.0.0.1:$SAPORT/readyz" >/dev/null 2>&1 && break
+  kill -0 "${pids[-1]}" 2>/dev/null || { cat "$WORK/oka-skip.log"; echo "feast: oka --feast-skip-unmapped exited" >&2; exit 1; }
+  sleep 0.2
+done
+code=$(curl -s -o "$WORK/skip.json" -w '%{http_code}' -X POST "http://127.0.0.1:$SPORT/get-online-features" \
+  -d '{"features":["fare_estimate:expected_fare"],"entities":{"driver_id":[1001],"distance_km":[1.0],"surge":[1.0]}}')
+[[ $code == 404 ]] && grep -q 'has no overlay' "$WORK/skip.json" || {
+  cat "$WORK/skip.json"; echo "feast: an unmapped view got $code" >&2; exit 1; }
+curl -sf -X POST "http://127.0.0.1:$SPORT/get-online-features" \
+  -d '{"features":["driver_stats:acc_rate"],"entities":{"driver_id":[1001]}}' | grep -q '"acc_rate"' || {
+  echo "feast: --feast-skip-unmapped did not serve the mapped views" >&2; exit 1; }
 refused entity_key_serialization_version 's/entity_key_serialization_version: 3/entity_key_serialization_version: 2/'
 echo "feast: ok"

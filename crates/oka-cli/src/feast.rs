@@ -74,14 +74,34 @@ pub fn store_url(config: &FeastConfig, given: Option<&str>) -> Result<String> {
     Ok(format!("{base}{sep}layout=feast"))
 }
 
-/// Warns of what the repository holds that is not served yet, by name.
-pub fn report_unserved(registry: &FeastRegistry) {
-    for view in registry.on_demand.values() {
-        tracing::warn!(
-            on_demand_view = %view.name,
-            "not served: Feast's on-demand views are Python; an overlay giving their CEL comes with Feast's own routes (print a skeleton with `oka feast scaffold`)"
-        );
+/// Checks the on-demand views against the spec: each the overlay maps must
+/// answer the view's outputs; one it does not map stops the load, unless
+/// `skip_unmapped` (then it is logged, and requests naming it are refused).
+pub fn check_overlay(
+    feast: &FeastRegistry,
+    oka: &oka_core::Registry,
+    skip_unmapped: bool,
+) -> Result<()> {
+    oka_feast::overlay::check(feast, oka).map_err(|e| anyhow!("{e}"))?;
+    let unmapped = oka_feast::overlay::unmapped(feast, oka);
+    if unmapped.is_empty() {
+        return Ok(());
     }
+    if !skip_unmapped {
+        return Err(anyhow!(
+            "{} on-demand feature view(s) of the Feast repository have no overlay (Feast's are Python, which Oka does not run):\n  {}\ngive each its CEL in an overlay spec (--spec; `oka feast scaffold --feast-repo DIR` prints a skeleton), or start with --feast-skip-unmapped to serve the rest",
+            unmapped.len(),
+            unmapped.join("\n  ")
+        ));
+    }
+    for view in unmapped {
+        tracing::warn!("not served (--feast-skip-unmapped): on-demand feature view {view}");
+    }
+    Ok(())
+}
+
+/// Notes what the repository holds that is not served, by name.
+pub fn report_unserved(registry: &FeastRegistry) {
     for view in registry.views.values().filter(|v| !v.online) {
         tracing::info!(feature_view = %view.name, "not served: the feature view is offline only (`online=False`)");
     }

@@ -374,13 +374,10 @@ fn reloader(
 ) -> oka_server::state::Reloader {
     let (spec, keys_file) = (args.spec.clone(), args.api_keys_file.clone());
     let feast_repo = args.feast_repo.clone();
+    let skip_unmapped = args.feast_skip_unmapped;
     let url = args.store.url().to_owned();
     Box::new(move || {
-        let from = match (&feast_repo, &spec) {
-            (Some(repo), _) => load::SpecFrom::Feast(repo),
-            (None, Some(spec)) => load::SpecFrom::File(spec),
-            (None, None) => load::SpecFrom::Demo,
-        };
+        let from = load::SpecFrom::of(feast_repo.as_deref(), spec.as_deref(), skip_unmapped);
         let (registry, keys, loaded) = load::spec_and_keys(from, keys_file.as_deref(), &natives)?;
         stores::check_fit(&*store, &registry, &url)
             .map_err(|(message, public)| oka_server::state::ReloadFailure { message, public })?;

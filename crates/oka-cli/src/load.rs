@@ -16,15 +16,57 @@ pub(crate) enum SpecFrom<'a> {
     File(&'a std::path::Path),
     /// The built-in demo.
     Demo,
-    /// A Feast feature repository: its feature_store.yaml and registry.
-    Feast(&'a std::path::Path),
+    /// A Feast feature repository: its feature_store.yaml and registry, the
+    /// overlay giving its on-demand views their CEL (`--spec`), and whether
+    /// on-demand views without one are left unserved instead of refused.
+    Feast {
+        /// The repository.
+        repo: &'a std::path::Path,
+        /// The overlay spec.
+        overlay: Option<&'a std::path::Path>,
+        /// `--feast-skip-unmapped`.
+        skip_unmapped: bool,
+    },
+}
+
+impl<'a> SpecFrom<'a> {
+    /// Where `oka serve`'s flags take the spec from.
+    pub(crate) fn of(
+        feast_repo: Option<&'a std::path::Path>,
+        spec: Option<&'a std::path::Path>,
+        skip_unmapped: bool,
+    ) -> Self {
+        match (feast_repo, spec) {
+            (Some(repo), overlay) => Self::Feast {
+                repo,
+                overlay,
+                skip_unmapped,
+            },
+            (None, Some(spec)) => Self::File(spec),
+            (None, None) => Self::Demo,
+        }
+    }
 }
 
 impl std::fmt::Display for SpecFrom<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::File(p) => write!(f, "{}", p.display()),
-            Self::Feast(repo) => write!(f, "Feast repository {}", repo.display()),
+            Self::Feast {
+                repo,
+                overlay: None,
+                ..
+            } => write!(f, "Feast repository {}", repo.display()),
+            Self::Feast {
+                repo,
+                overlay: Some(o),
+                ..
+            } => write!(
+                f,
+                "Feast repository {} with overlay {}",
+                repo.display(),
+                o.display()
+            ),
             Self::Demo => f.write_str("<demo>"),
         }
     }
@@ -46,9 +88,10 @@ pub(crate) fn spec_and_keys(
     keys_file: Option<&std::path::Path>,
     natives: &NativeUdfs,
 ) -> Result<Loaded, ReloadFailure> {
-    let spec = match from {
-        SpecFrom::File(p) | SpecFrom::Feast(p) => Some(p),
-        SpecFrom::Demo => None,
+    let spec: Vec<&std::path::Path> = match from {
+        SpecFrom::File(p) => vec![p],
+        SpecFrom::Feast { repo, overlay, .. } => std::iter::once(repo).chain(overlay).collect(),
+        SpecFrom::Demo => Vec::new(),
     };
     let paths: Vec<&std::path::Path> = spec.into_iter().chain(keys_file).collect();
     let fail = |message: &dyn std::fmt::Display| {
@@ -77,16 +120,24 @@ pub(crate) fn spec_and_keys(
     let (origin, yaml) = match from {
         SpecFrom::File(path) => (path.display().to_string(), read(path, "spec")?),
         SpecFrom::Demo => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
-        SpecFrom::Feast(repo) => {
+        SpecFrom::Feast { repo, overlay, .. } => {
             let (config, registry) = crate::feast::load(repo).map_err(|e| fail(&e))?;
-            let yaml = oka_feast::spec::pipeline_spec(&registry);
-            let origin = config.registry.display().to_string();
+            let mut yaml = oka_feast::spec::pipeline_spec(&registry);
+            let mut origin = config.registry.display().to_string();
+            if let Some(path) = overlay {
+                origin = path.display().to_string();
+                yaml = oka_feast::overlay::merge(&yaml, &read(path, "overlay")?, &origin)
+                    .map_err(|e| fail(&e))?;
+            }
             feast = Some((config, registry));
             (origin, yaml)
         }
     };
     let registry = Registry::from_yaml(&origin, &yaml, natives)
         .map_err(|e| fail(&format_args!("invalid spec:\n{e}")))?;
+    if let (Some((_, f)), SpecFrom::Feast { skip_unmapped, .. }) = (&feast, from) {
+        crate::feast::check_overlay(f, &registry, skip_unmapped).map_err(|e| fail(&e))?;
+    }
     let mut keys = ApiKeys::default();
     if let Some(path) = keys_file {
         let text = read(path, "API keys file")?;

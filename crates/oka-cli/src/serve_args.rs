@@ -26,7 +26,9 @@ pub enum RuntimeArg {
 #[derive(Debug, Args)]
 #[command(after_help = crate::help::LOGGING)]
 pub struct ServeArgs {
-    /// The feature spec (YAML).
+    /// The feature spec (YAML). With `--feast-repo`: the overlay giving the
+    /// repository's on-demand views their CEL (`oka feast scaffold` prints a
+    /// skeleton).
     #[arg(
         help_heading = "Serving",
         long,
@@ -44,9 +46,19 @@ pub struct ServeArgs {
         long,
         env = "OKA_FEAST_REPO",
         value_name = "DIR",
-        conflicts_with_all = ["demo", "spec"]
+        conflicts_with = "demo"
     )]
     pub feast_repo: Option<PathBuf>,
+    /// With `--feast-repo`: serve the repository even if some on-demand views
+    /// have no overlay (they are answered with `404 unknown_feature` saying
+    /// so) instead of refusing to start.
+    #[arg(
+        help_heading = "Serving",
+        long,
+        env = "OKA_FEAST_SKIP_UNMAPPED",
+        requires = "feast_repo"
+    )]
+    pub feast_skip_unmapped: bool,
     /// Serve the built-in demo spec (the seed workload) with its mock source.
     #[arg(help_heading = "Serving", long)]
     pub demo: bool,
@@ -230,10 +242,10 @@ pub fn server_config(args: &ServeArgs) -> ServerConfig {
 impl ServeArgs {
     /// Where the spec comes from.
     pub(crate) fn spec_from(&self) -> crate::load::SpecFrom<'_> {
-        match (&self.feast_repo, &self.spec) {
-            (Some(repo), _) => crate::load::SpecFrom::Feast(repo),
-            (None, Some(spec)) => crate::load::SpecFrom::File(spec),
-            (None, None) => crate::load::SpecFrom::Demo,
-        }
+        crate::load::SpecFrom::of(
+            self.feast_repo.as_deref(),
+            self.spec.as_deref(),
+            self.feast_skip_unmapped,
+        )
     }
 }

@@ -11,10 +11,13 @@
 //!   time, and `ValueProto` values to and from Oka's;
 //! - [`spec`]: the registry as Oka's spec (a pipeline feature per online view),
 //!   and an overlay skeleton for its on-demand views;
+//! - [`overlay`]: the overlay merged into that spec, and the on-demand views it
+//!   maps checked (or reported unmapped);
 //! - [`proto`]: Feast's messages, generated from its vendored `.proto` files.
 
 pub mod config;
 pub mod layout;
+pub mod overlay;
 pub mod proto;
 pub mod registry;
 pub mod spec;

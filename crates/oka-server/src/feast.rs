@@ -8,19 +8,18 @@
 //! in base64, unix timestamps in seconds). What differs from `feast serve` is in
 //! `docs/migrating-from-feast.md`.
 
-use std::fmt::Write as _;
-
 use oka_core::encode::answers;
 use oka_core::execute::{Outcome, Outputs};
-use oka_core::value::write_json_str;
-use oka_core::{ErrorCode, FeatureRequest, Prepared, Registry, Timestamp, Value};
-use oka_feast::registry::{Column, FeastRegistry, FeastType};
+use oka_core::{ErrorCode, FeatureRequest, Prepared, Registry, Value};
+use oka_feast::registry::{Column, FeastRegistry, FeastType, OnDemandView};
 use serde::Deserialize;
 use serde_json::Value as Json;
 
 use crate::error::ApiError;
 
+mod answer;
 mod write;
+pub use answer::write_response;
 pub use write::{push, write_to_online_store};
 
 /// Feast's request body (fields Feast's server does not know are ignored, as
@@ -44,11 +43,13 @@ pub(crate) enum Out {
     /// An entity column, its values as given (typed by the join key), and the
     /// key's Feast type.
     Entity(Vec<Value>, FeastType),
-    /// A feature of a view: the target's index, the feature's name and type.
+    /// A feature of a view: the target's index, the feature's name and type,
+    /// and whether the view is on-demand (its values carry no event time).
     Feature {
         target: usize,
         feature: String,
         ty: FeastType,
+        on_demand: bool,
     },
 }
 
@@ -57,18 +58,61 @@ pub(crate) enum Out {
 pub struct Plan {
     pub(crate) names: Vec<String>,
     pub(crate) columns: Vec<Out>,
+    /// The request's rows.
+    pub(crate) rows: usize,
+    /// The rows of each Oka request, in order: one group of every row, unless
+    /// the rows give on-demand views different request data (Oka's arguments
+    /// are per request, Feast's request data per row): then one group per
+    /// distinct set of values.
+    pub(crate) groups: Vec<Vec<usize>>,
+}
+
+/// What each group's Oka request computed, in the order of [`Plan::groups`].
+pub type Computed = [(Prepared, Outputs)];
+
+impl Plan {
+    /// A feature column's outcome for each row of the request, gathered from
+    /// the groups' answers.
+    pub(crate) fn outcomes<'o>(
+        &self,
+        computed: &'o Computed,
+        target: usize,
+    ) -> Vec<Option<&'o Outcome>> {
+        let mut out = vec![None; self.rows];
+        for (rows, (prepared, outputs)) in self.groups.iter().zip(computed) {
+            let Some(t) = prepared.targets.get(target) else {
+                continue;
+            };
+            for (row, o) in rows.iter().zip(answers(prepared, outputs, t)) {
+                out[*row] = o;
+            }
+        }
+        out
+    }
+
+    /// The column a feature's values are in, in its Oka feature's records.
+    pub(crate) fn column_of(
+        registry: &Registry,
+        computed: &Computed,
+        target: usize,
+        feature: &str,
+    ) -> Option<usize> {
+        let (prepared, _) = computed.first()?;
+        let t = prepared.targets.get(target)?;
+        registry.feature(t.feature).entity.column_index(feature)
+    }
 }
 
 fn bad(code: ErrorCode, message: String) -> ApiError {
     ApiError::new(code, message)
 }
 
-/// Feast's request as Oka's, and the plan of its answer.
+/// Feast's request as Oka's (one per row group), and the plan of its answer.
 pub fn parse(
     feast: &FeastRegistry,
     registry: &Registry,
     body: &[u8],
-) -> Result<(FeatureRequest, Plan), ApiError> {
+) -> Result<(Vec<FeatureRequest>, Plan), ApiError> {
     let request: Request = serde_json::from_slice(body).map_err(|e| {
         let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         let why = if object || e.is_syntax() || e.is_eof() {
@@ -81,12 +125,13 @@ pub fn parse(
     plan(feast, registry, &request)
 }
 
-/// Feast's request (from JSON or gRPC) as Oka's, and the plan of its answer.
+/// Feast's request (from JSON or gRPC) as Oka's (one per row group), and the
+/// plan of its answer.
 pub(crate) fn plan(
     feast: &FeastRegistry,
     registry: &Registry,
     request: &Request,
-) -> Result<(FeatureRequest, Plan), ApiError> {
+) -> Result<(Vec<FeatureRequest>, Plan), ApiError> {
     if request.include_feature_view_version_metadata {
         return Err(bad(
             ErrorCode::InvalidRequest,
@@ -100,7 +145,7 @@ pub(crate) fn plan(
             "every column of `entities` must have as many values (one per entity row)".to_owned(),
         ));
     }
-    let refs = feature_refs(feast, request)?;
+    let refs = feature_refs(feast, registry, request)?;
     let Columns {
         views,
         names,
@@ -111,6 +156,8 @@ pub(crate) fn plan(
     let mut plan = Plan {
         names: Vec::new(),
         columns: Vec::new(),
+        rows,
+        groups: Vec::new(),
     };
     for name in request.entities.keys() {
         if let Some((values, ty)) = typed.shift_remove(name.as_str()) {
@@ -120,7 +167,12 @@ pub(crate) fn plan(
     }
     plan.names.extend(names);
     plan.columns.extend(columns);
-    let oka = oka_request(feast, &views, request, rows)?;
+    plan.groups = row_groups(feast, &views, request, rows);
+    let oka = plan
+        .groups
+        .iter()
+        .map(|g| oka_request(feast, &views, request, g))
+        .collect::<Result<_, _>>()?;
     Ok((oka, plan))
 }
 
@@ -150,8 +202,8 @@ fn columns<'r>(
         typed: indexmap::IndexMap::new(),
     };
     for (view_name, feature, shown) in refs {
-        let view = &feast.views[view_name.as_str()];
-        let Some(column) = view.features.iter().find(|f| f.name == *feature) else {
+        let view = known_view(feast, registry, view_name)?;
+        let Some(column) = view.features().iter().find(|f| f.name == *feature) else {
             return Err(bad(
                 ErrorCode::UnknownFeature,
                 format!("feature view `{view_name}` has no feature `{feature}`"),
@@ -163,7 +215,7 @@ fn columns<'r>(
                 format!("feature view `{view_name}` is not served (it is not online)"),
             ));
         }
-        for key in &view.join_keys {
+        for key in view.join_keys(feast) {
             if !out.typed.contains_key(key.name.as_str()) {
                 out.typed
                     .insert(&key.name, (entity_column(request, key, rows)?, key.ty));
@@ -181,6 +233,7 @@ fn columns<'r>(
             target,
             feature: feature.clone(),
             ty: column.ty,
+            on_demand: matches!(view, Named::OnDemand(_)),
         });
     }
     Ok(out)
@@ -189,6 +242,7 @@ fn columns<'r>(
 /// The requested features as (view, feature, name in the answer).
 fn feature_refs(
     feast: &FeastRegistry,
+    registry: &Registry,
     request: &Request,
 ) -> Result<Vec<(String, String, String)>, ApiError> {
     let full = request.full_feature_names;
@@ -205,9 +259,9 @@ fn feature_refs(
         })?;
         for p in &s.projections {
             let shown_view = p.alias.as_deref().unwrap_or(&p.view);
-            let view = known_view(feast, &p.view)?;
+            let view = known_view(feast, registry, &p.view)?;
             let features: Vec<String> = if p.features.is_empty() {
-                view.features.iter().map(|f| f.name.clone()).collect()
+                view.features().iter().map(|f| f.name.clone()).collect()
             } else {
                 p.features.clone()
             };
@@ -228,7 +282,7 @@ fn feature_refs(
                     format!("feature reference `{r}` is not `<feature view>:<feature>`"),
                 ));
             };
-            known_view(feast, view)?;
+            known_view(feast, registry, view)?;
             let shown = if full {
                 format!("{view}__{feature}")
             } else {
@@ -246,22 +300,60 @@ fn feature_refs(
     Ok(refs)
 }
 
+/// A view a request names: a feature view, or an on-demand view the overlay
+/// gives a feature.
+#[derive(Clone, Copy)]
+enum Named<'r> {
+    View(&'r oka_feast::registry::FeatureView),
+    OnDemand(&'r OnDemandView),
+}
+
+impl<'r> Named<'r> {
+    fn features(self) -> &'r [Column] {
+        match self {
+            Self::View(v) => &v.features,
+            Self::OnDemand(v) => &v.features,
+        }
+    }
+
+    /// The join keys its rows need: a view's, or those of every view an
+    /// on-demand view reads.
+    fn join_keys(self, feast: &'r FeastRegistry) -> Vec<&'r Column> {
+        match self {
+            Self::View(v) => v.join_keys.iter().collect(),
+            Self::OnDemand(od) => {
+                let mut keys: Vec<&Column> = Vec::new();
+                for (view, _) in &od.views {
+                    for k in feast.views.get(view).map_or(&[][..], |v| &v.join_keys) {
+                        if !keys.iter().any(|have| have.name == k.name) {
+                            keys.push(k);
+                        }
+                    }
+                }
+                keys
+            }
+        }
+    }
+}
+
 fn known_view<'r>(
     feast: &'r FeastRegistry,
+    registry: &Registry,
     view: &str,
-) -> Result<&'r oka_feast::registry::FeatureView, ApiError> {
+) -> Result<Named<'r>, ApiError> {
     if let Some(v) = feast.views.get(view) {
-        return Ok(v);
+        return Ok(Named::View(v));
     }
-    let message = if feast.on_demand.contains_key(view) {
-        format!(
-            "on-demand feature view `{view}` is not served yet: Feast's on-demand views are Python, and the overlay that gives them CEL is still to come"
-        )
-    } else {
-        format!(
+    let message = match feast.on_demand.get(view) {
+        Some(od) if registry.feature_id(view).is_some() => return Ok(Named::OnDemand(od)),
+        Some(od) => format!(
+            "on-demand feature view {} is not served: it has no overlay giving its CEL (serve with --spec overlay.yaml; `oka feast scaffold` prints a skeleton)",
+            oka_feast::overlay::describe(od)
+        ),
+        None => format!(
             "feature view `{view}` does not exist in project `{}`",
             feast.project
-        )
+        ),
     };
     Err(bad(ErrorCode::UnknownFeature, message))
 }
@@ -310,20 +402,70 @@ fn int_key(v: &Json) -> Option<Value> {
     }
 }
 
-/// Oka's request: one target per view, its key list from the entity rows.
-fn oka_request(
+/// The join keys of a target of Oka's request.
+fn target_keys<'r>(feast: &'r FeastRegistry, view: &str) -> Vec<&'r Column> {
+    match (feast.views.get(view), feast.on_demand.get(view)) {
+        (Some(v), _) => Named::View(v).join_keys(feast),
+        (None, Some(od)) => Named::OnDemand(od).join_keys(feast),
+        (None, None) => Vec::new(),
+    }
+}
+
+/// The request-data columns the on-demand views among `views` read.
+fn request_columns<'r>(feast: &'r FeastRegistry, views: &[&str]) -> Vec<&'r str> {
+    let mut names: Vec<&str> = Vec::new();
+    for view in views {
+        for c in feast.on_demand.get(*view).map_or(&[][..], |od| &od.request) {
+            if !names.contains(&c.name.as_str()) {
+                names.push(&c.name);
+            }
+        }
+    }
+    names
+}
+
+/// The rows in groups of equal request data (one group of all rows when no
+/// on-demand view reads any, or all rows give the same), in first-seen order.
+fn row_groups(
     feast: &FeastRegistry,
     views: &[&str],
     request: &Request,
     rows: usize,
+) -> Vec<Vec<usize>> {
+    let columns = request_columns(feast, views);
+    let mut groups: indexmap::IndexMap<String, Vec<usize>> = indexmap::IndexMap::new();
+    for i in 0..rows {
+        let values: Vec<Option<&Json>> = columns
+            .iter()
+            .map(|c| request.entities.get(*c).and_then(|v| v.get(i)))
+            .collect();
+        let id = serde_json::to_string(&values).unwrap_or_default();
+        groups.entry(id).or_default().push(i);
+    }
+    if groups.is_empty() {
+        return vec![Vec::new()];
+    }
+    groups.into_values().collect()
+}
+
+/// Oka's request for the rows of one group: one target per view, its key list
+/// from the entity rows, the on-demand views' arguments from the group's
+/// request data.
+fn oka_request(
+    feast: &FeastRegistry,
+    views: &[&str],
+    request: &Request,
+    rows: &[usize],
 ) -> Result<FeatureRequest, ApiError> {
     let mut keys = serde_json::Map::new();
+    let mut args = serde_json::Map::new();
     for view in views {
-        let join_keys = &feast.views[*view].join_keys;
-        let list: Vec<Json> = (0..rows)
-            .map(|i| {
+        let join_keys = target_keys(feast, view);
+        let list: Vec<Json> = rows
+            .iter()
+            .map(|&i| {
                 let mut key = serde_json::Map::new();
-                for k in join_keys {
+                for k in &join_keys {
                     let v = request.entities.get(&k.name).and_then(|c| c.get(i));
                     let v = v.and_then(|v| match k.ty {
                         FeastType::Int64 | FeastType::Int32 => int_key(v).map(|v| v.to_json()),
@@ -335,211 +477,27 @@ fn oka_request(
             })
             .collect();
         keys.insert((*view).to_owned(), Json::Array(list));
+        if let (Some(od), Some(&first)) = (feast.on_demand.get(*view), rows.first()) {
+            let given: serde_json::Map<String, Json> = od
+                .request
+                .iter()
+                .filter_map(|c| {
+                    let v = request.entities.get(&c.name)?.get(first)?;
+                    (!v.is_null()).then(|| (c.name.clone(), v.clone()))
+                })
+                .collect();
+            args.insert((*view).to_owned(), Json::Object(given));
+        }
     }
-    let body = serde_json::json!({"target_features": views, "feature_keys": keys});
+    let body =
+        serde_json::json!({"target_features": views, "feature_keys": keys, "udf_args": args});
     serde_json::from_value(body)
         .map_err(|e| bad(ErrorCode::InvalidRequest, format!("invalid request: {e}")))
-}
-
-/// Writes the answer in Feast's shape.
-pub fn write_response(
-    registry: &Registry,
-    prepared: &Prepared,
-    outputs: &Outputs,
-    plan: &Plan,
-    out: &mut Vec<u8>,
-) {
-    let rows: Vec<Vec<Option<&Outcome>>> = prepared
-        .targets
-        .iter()
-        .map(|t| answers(prepared, outputs, t).collect())
-        .collect();
-    out.extend_from_slice(b"{\"results\":[");
-    for (c, column) in plan.columns.iter().enumerate() {
-        if c > 0 {
-            out.push(b',');
-        }
-        match column {
-            Out::Entity(values, _) => write_entity(values, out),
-            Out::Feature {
-                target, feature, ..
-            } => {
-                let t = &prepared.targets[*target];
-                let entity = &registry.feature(t.feature).entity;
-                let at = entity.column_index(feature);
-                write_feature(&rows[*target], at, out);
-            }
-        }
-    }
-    out.extend_from_slice(b"],\"metadata\":{\"feature_names\":[");
-    for (i, name) in plan.names.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_json_str(out, name);
-    }
-    out.extend_from_slice(b"]}}");
-}
-
-const EPOCH: &str = "1970-01-01T00:00:00Z";
-
-fn write_entity(values: &[Value], out: &mut Vec<u8>) {
-    out.extend_from_slice(b"{\"values\":[");
-    for (i, v) in values.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_value(v, out);
-    }
-    write_statuses(values.len(), out);
-    out.extend_from_slice(b",\"event_timestamps\":[");
-    for i in 0..values.len() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_json_str(out, EPOCH);
-    }
-    out.extend_from_slice(b"]}");
-}
-
-/// Feast (0.67, Redis) answers `PRESENT` for every value it looked up, found or
-/// not; a key without the view's record has null values and the epoch as time.
-fn write_statuses(n: usize, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"],\"statuses\":[");
-    for i in 0..n {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(b"\"PRESENT\"");
-    }
-    out.push(b']');
-}
-
-fn write_feature(outcomes: &[Option<&Outcome>], at: Option<usize>, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"{\"values\":[");
-    let record = |o: &Option<&Outcome>| match o {
-        Some(Outcome::Present(rows)) => rows.first().cloned(),
-        _ => None,
-    };
-    for (i, o) in outcomes.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        match (record(o), at) {
-            (Some(row), Some(at)) => write_value(row.columns.get(at).unwrap_or(&Value::Null), out),
-            _ => out.extend_from_slice(b"null"),
-        }
-    }
-    write_statuses(outcomes.len(), out);
-    out.extend_from_slice(b",\"event_timestamps\":[");
-    for (i, o) in outcomes.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        match record(o) {
-            Some(row) => write_json_str(out, &feast_time(row.event_time)),
-            None => write_json_str(out, EPOCH),
-        }
-    }
-    out.extend_from_slice(b"]}");
-}
-
-/// A value as Feast's JSON writes it: unix timestamps as whole seconds,
-/// non-finite floats as protobuf JSON's strings, the rest as JSON.
-fn write_value(v: &Value, out: &mut Vec<u8>) {
-    match v {
-        Value::Timestamp(t) => {
-            let _ = write!(Bytes(out), "{}", t.0.div_euclid(1_000_000));
-        }
-        Value::Float(f) if !f.is_finite() => {
-            let s = if f.is_nan() {
-                "NaN"
-            } else if *f > 0.0 {
-                "Infinity"
-            } else {
-                "-Infinity"
-            };
-            write_json_str(out, s);
-        }
-        Value::List(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(item, out);
-            }
-            out.push(b']');
-        }
-        other => {
-            let _ = serde_json::to_writer(&mut *out, &other.to_json());
-        }
-    }
-}
-
-/// An event time as Feast writes it: RFC 3339 in UTC with `Z`, fractions only as
-/// long as needed (none, milliseconds or microseconds).
-fn feast_time(t: Timestamp) -> String {
-    let Some(dt) = t.to_datetime() else {
-        return EPOCH.to_owned();
-    };
-    let micros = t.0.rem_euclid(1_000_000);
-    let base = dt.format("%Y-%m-%dT%H:%M:%S");
-    if micros == 0 {
-        format!("{base}Z")
-    } else if micros % 1000 == 0 {
-        format!("{base}.{:03}Z", micros / 1000)
-    } else {
-        format!("{base}.{micros:06}Z")
-    }
-}
-
-/// `fmt::Write` into a byte buffer.
-struct Bytes<'a>(&'a mut Vec<u8>);
-
-impl std::fmt::Write for Bytes<'_> {
-    fn write_str(&mut self, s: &str) -> std::fmt::Result {
-        self.0.extend_from_slice(s.as_bytes());
-        Ok(())
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn event_times_are_feasts() {
-        assert_eq!(
-            feast_time(Timestamp(1_764_870_000_000_000)),
-            "2025-12-04T17:40:00Z"
-        );
-        assert_eq!(
-            feast_time(Timestamp(1_764_870_000_250_000)),
-            "2025-12-04T17:40:00.250Z"
-        );
-        assert_eq!(
-            feast_time(Timestamp(1_764_870_000_000_001)),
-            "2025-12-04T17:40:00.000001Z"
-        );
-    }
-
-    #[test]
-    fn values_are_feasts_json() {
-        let mut out = Vec::new();
-        write_value(
-            &Value::Timestamp(Timestamp(1_600_000_000_000_000)),
-            &mut out,
-        );
-        out.push(b' ');
-        write_value(&Value::Float(f64::NAN), &mut out);
-        out.push(b' ');
-        write_value(&Value::Int(-(1 << 62)), &mut out);
-        assert_eq!(
-            String::from_utf8_lossy(&out),
-            "1600000000 \"NaN\" -4611686018427387904"
-        );
-    }
 
     #[test]
     fn int_keys_are_taken_as_feast_takes_them() {

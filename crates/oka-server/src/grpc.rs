@@ -12,9 +12,8 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
-use oka_core::encode::answers;
-use oka_core::execute::{Outcome, Outputs};
-use oka_core::{ErrorCode, KeyPolicy, Prepared, Registry, Value};
+use oka_core::execute::Outcome;
+use oka_core::{ErrorCode, Registry, Value};
 use oka_feast::layout;
 use oka_feast::proto::grpc_server::grpc_feature_server_server::GrpcFeatureServer;
 use oka_feast::proto::grpc_server::{
@@ -33,9 +32,9 @@ use tonic::{Code, Request, Response, Status};
 
 use crate::auth::Scope;
 use crate::error::ApiError;
-use crate::feast::{Out, Plan};
+use crate::feast::{Computed, Out, Plan};
 use crate::metrics::Route;
-use crate::serve::{self, Timing};
+use crate::serve::{self, Timing, feast};
 use crate::state::AppState;
 
 /// Both of Feast's gRPC services, on one worker's state.
@@ -140,26 +139,15 @@ async fn get_online_features(
     started: Instant,
     deadline: Option<Duration>,
 ) -> Result<GetOnlineFeaturesResponse, ApiError> {
-    let shared = &state.shared;
-    let feast = shared
-        .feast
-        .as_ref()
-        .map(|f| f.load_full())
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no Feast repository is served"))?;
-    let loaded = shared.loaded.load_full();
+    let feast = feast::registry(state)?;
+    let loaded = state.shared.loaded.load_full();
     let registry = &loaded.registry;
-    let (request, plan) = crate::feast::plan(&feast, registry, &feast_request(request)?)?;
-    let budget = serve::time_budget(&request, deadline, shared.limits.default_deadline)?;
-    let request = serve::Request {
-        request,
-        keys: KeyPolicy::Strict,
-        started,
-        budget,
-    };
+    let (requests, plan) = crate::feast::plan(&feast, registry, &feast_request(request)?)?;
     let mut timing = Timing::default();
-    let (prepared, outputs) = serve::compute(state, &loaded, request, &mut timing).await?;
-    let answer = response(registry, &prepared, &outputs, &plan)?;
-    serve::computed(shared, started, &prepared);
+    let groups =
+        feast::compute_groups(state, &loaded, requests, started, deadline, &mut timing).await?;
+    let answer = response(registry, &groups, &plan)?;
+    serve::computed(&state.shared, started, feast::key_count(&groups));
     Ok(answer)
 }
 
@@ -224,8 +212,7 @@ fn json_of(v: &ProtoValue) -> Json {
 /// the features, as the HTTP route answers them.
 fn response(
     registry: &Registry,
-    prepared: &Prepared,
-    outputs: &Outputs,
+    computed: &Computed,
     plan: &Plan,
 ) -> Result<GetOnlineFeaturesResponse, ApiError> {
     let encode_failed = |e: layout::LayoutError| {
@@ -249,11 +236,11 @@ fn response(
                 target,
                 feature,
                 ty,
+                on_demand,
             } => {
-                let t = &prepared.targets[*target];
-                let at = registry.feature(t.feature).entity.column_index(feature);
+                let at = Plan::column_of(registry, computed, *target, feature);
                 let mut vector = FeatureVector::default();
-                for outcome in answers(prepared, outputs, t) {
+                for outcome in plan.outcomes(computed, *target) {
                     let row = match outcome {
                         Some(Outcome::Present(rows)) => rows.first(),
                         _ => None,
@@ -266,6 +253,8 @@ fn response(
                         .values
                         .push(layout::from_oka(value, *ty).map_err(encode_failed)?);
                     vector.statuses.push(FieldStatus::Present as i32);
+                    // An on-demand view's values have no event time: the epoch.
+                    let row = row.filter(|_| !on_demand);
                     vector
                         .event_timestamps
                         .push(row.map_or(epoch, |r| prost_types::Timestamp {
@@ -352,7 +341,7 @@ impl GrpcFeatureServer for FeastGrpc {
     async fn push(&self, request: Request<PushRequest>) -> Result<Response<PushResponse>, Status> {
         let (metadata, _, r) = request.into_parts();
         self.call(Route::FeastGrpc, &metadata, Scope::Write, |_| async {
-            let feast = feast(&self.state)?;
+            let feast = feast::registry(&self.state)?;
             let to = if r.to.is_empty() { "online" } else { &r.to };
             let body = serde_json::json!({
                 "push_source_name": r.stream_feature_view,
@@ -371,7 +360,7 @@ impl GrpcFeatureServer for FeastGrpc {
     ) -> Result<Response<WriteToOnlineStoreResponse>, Status> {
         let (metadata, _, r) = request.into_parts();
         self.call(Route::FeastGrpc, &metadata, Scope::Write, |_| async {
-            let feast = feast(&self.state)?;
+            let feast = feast::registry(&self.state)?;
             let body = serde_json::json!({
                 "feature_view_name": r.feature_view_name,
                 "df": df_of(&r.features, &r.typed_features)?,
@@ -393,13 +382,4 @@ impl GrpcFeatureServer for FeastGrpc {
     ) -> Result<Response<GetOnlineFeaturesResponse>, Status> {
         self.online(request).await
     }
-}
-
-fn feast(state: &AppState) -> Result<std::sync::Arc<oka_feast::FeastRegistry>, ApiError> {
-    state
-        .shared
-        .feast
-        .as_ref()
-        .map(|f| f.load_full())
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no Feast repository is served"))
 }

@@ -18,6 +18,8 @@ use crate::error::ApiError;
 use crate::metrics::Leniency;
 use crate::state::{AppState, Loaded, Shared};
 
+pub(crate) mod feast;
+
 /// Where a request's time went (the `Server-Timing` header).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Timing {
@@ -92,46 +94,11 @@ fn parse_volga_request(state: &AppState, body: &[u8]) -> Result<FeatureRequest, 
     }
 }
 
-/// A request body as Oka's request in `dialect`; Feast's also gives its answer's plan.
-fn parse_as(
-    state: &AppState,
-    registry: &Registry,
-    body: &[u8],
-    dialect: Dialect,
-) -> Result<(FeatureRequest, Option<crate::feast::Plan>), ApiError> {
-    Ok(match dialect {
-        Dialect::Oka => (parse_request(body)?, None),
-        Dialect::Volga => (parse_volga_request(state, body)?, None),
-        Dialect::Feast => {
-            let feast = state
-                .shared
-                .feast
-                .as_ref()
-                .map(|f| f.load_full())
-                .ok_or_else(|| {
-                    ApiError::new(ErrorCode::NotFound, "no Feast repository is served")
-                })?;
-            let (request, plan) = crate::feast::parse(&feast, registry, body)?;
-            (request, Some(plan))
-        }
-    })
-}
-
-/// Writes the answer in its dialect's shape.
-fn encode_as(
-    registry: &Registry,
-    prepared: &Prepared,
-    outputs: &Outputs,
-    feast_plan: Option<&crate::feast::Plan>,
-    server_id: &str,
-    dialect: Dialect,
-    out: &mut Vec<u8>,
-) {
-    match feast_plan {
-        Some(plan) => crate::feast::write_response(registry, prepared, outputs, plan, out),
-        None => {
-            encode::write_response(registry, prepared, outputs, server_id, dialect.times(), out)
-        }
+/// A request body as Oka's request in `dialect` (Oka's or Volga's).
+fn parse_as(state: &AppState, body: &[u8], dialect: Dialect) -> Result<FeatureRequest, ApiError> {
+    match dialect {
+        Dialect::Volga => parse_volga_request(state, body),
+        Dialect::Oka | Dialect::Feast => parse_request(body),
     }
 }
 
@@ -204,8 +171,11 @@ pub async fn features(
     //    the whole request, even if a reload lands meanwhile.
     //    Volga's routes are as lenient as Volga's server where it answered 200.
     let loaded = shared.loaded.load_full();
+    if dialect == Dialect::Feast {
+        return feast::features(state, &loaded, body, started, deadline).await;
+    }
     let registry = &loaded.registry;
-    let (request, feast_plan) = parse_as(state, registry, body, dialect)?;
+    let request = parse_as(state, body, dialect)?;
     let budget = time_budget(&request, deadline, shared.limits.default_deadline)?;
     if dialect == Dialect::Volga && request.target_features.is_empty() {
         shared.metrics.lenient(Leniency::EmptyTargets);
@@ -231,18 +201,17 @@ pub async fn features(
     let t = Instant::now();
     let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
     let server_id = dialect.server_id(state);
-    encode_as(
+    encode::write_response(
         registry,
         &prepared,
         &outputs,
-        feast_plan.as_ref(),
         server_id,
-        dialect,
+        dialect.times(),
         &mut body,
     );
     timing.encode = t.elapsed();
 
-    computed(shared, started, &prepared);
+    computed(shared, started, prepared.key_count());
     Ok((body, timing))
 }
 
@@ -301,9 +270,9 @@ pub(crate) async fn compute(
 }
 
 /// Records a served request's latency and key count.
-pub(crate) fn computed(shared: &Shared, started: Instant, prepared: &Prepared) {
+pub(crate) fn computed(shared: &Shared, started: Instant, keys: usize) {
     let elapsed = started.elapsed();
-    shared.metrics.compute(elapsed, prepared.key_count());
+    shared.metrics.compute(elapsed, keys);
     shared.stats.server.record(elapsed);
 }
 

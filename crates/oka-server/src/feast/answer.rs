@@ -1,0 +1,205 @@
+//! Feast's answer to `POST /get-online-features`, as JSON: the entity columns,
+//! then each feature's column (`values`, `statuses`, `event_timestamps`), then
+//! `metadata.feature_names`.
+
+use std::fmt::Write as _;
+
+use oka_core::execute::Outcome;
+use oka_core::value::write_json_str;
+use oka_core::{Registry, Timestamp, Value};
+
+use super::{Computed, Out, Plan};
+
+/// Writes the answer in Feast's shape.
+pub fn write_response(registry: &Registry, computed: &Computed, plan: &Plan, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"results\":[");
+    for (c, column) in plan.columns.iter().enumerate() {
+        if c > 0 {
+            out.push(b',');
+        }
+        match column {
+            Out::Entity(values, _) => write_entity(values, out),
+            Out::Feature {
+                target,
+                feature,
+                on_demand,
+                ..
+            } => {
+                let at = Plan::column_of(registry, computed, *target, feature);
+                let timed = !on_demand;
+                write_feature(&plan.outcomes(computed, *target), at, timed, out);
+            }
+        }
+    }
+    out.extend_from_slice(b"],\"metadata\":{\"feature_names\":[");
+    for (i, name) in plan.names.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json_str(out, name);
+    }
+    out.extend_from_slice(b"]}}");
+}
+
+const EPOCH: &str = "1970-01-01T00:00:00Z";
+
+fn write_entity(values: &[Value], out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"values\":[");
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_value(v, out);
+    }
+    write_statuses(values.len(), out);
+    out.extend_from_slice(b",\"event_timestamps\":[");
+    for i in 0..values.len() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_json_str(out, EPOCH);
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// Feast (0.67, Redis) answers `PRESENT` for every value it looked up, found or
+/// not; a key without the view's record has null values and the epoch as time.
+fn write_statuses(n: usize, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"],\"statuses\":[");
+    for i in 0..n {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"\"PRESENT\"");
+    }
+    out.push(b']');
+}
+
+/// A feature's column; `timed`: each value's event time is its record's (an
+/// on-demand view's values have none: Feast answers the epoch).
+fn write_feature(outcomes: &[Option<&Outcome>], at: Option<usize>, timed: bool, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"{\"values\":[");
+    let record = |o: &Option<&Outcome>| match o {
+        Some(Outcome::Present(rows)) => rows.first().cloned(),
+        _ => None,
+    };
+    for (i, o) in outcomes.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match (record(o), at) {
+            (Some(row), Some(at)) => write_value(row.columns.get(at).unwrap_or(&Value::Null), out),
+            _ => out.extend_from_slice(b"null"),
+        }
+    }
+    write_statuses(outcomes.len(), out);
+    out.extend_from_slice(b",\"event_timestamps\":[");
+    for (i, o) in outcomes.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match record(o).filter(|_| timed) {
+            Some(row) => write_json_str(out, &feast_time(row.event_time)),
+            None => write_json_str(out, EPOCH),
+        }
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// A value as Feast's JSON writes it: unix timestamps as whole seconds,
+/// non-finite floats as protobuf JSON's strings, the rest as JSON.
+fn write_value(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Timestamp(t) => {
+            let _ = write!(Bytes(out), "{}", t.0.div_euclid(1_000_000));
+        }
+        Value::Float(f) if !f.is_finite() => {
+            let s = if f.is_nan() {
+                "NaN"
+            } else if *f > 0.0 {
+                "Infinity"
+            } else {
+                "-Infinity"
+            };
+            write_json_str(out, s);
+        }
+        Value::List(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(item, out);
+            }
+            out.push(b']');
+        }
+        other => {
+            let _ = serde_json::to_writer(&mut *out, &other.to_json());
+        }
+    }
+}
+
+/// An event time as Feast writes it: RFC 3339 in UTC with `Z`, fractions only as
+/// long as needed (none, milliseconds or microseconds).
+fn feast_time(t: Timestamp) -> String {
+    let Some(dt) = t.to_datetime() else {
+        return EPOCH.to_owned();
+    };
+    let micros = t.0.rem_euclid(1_000_000);
+    let base = dt.format("%Y-%m-%dT%H:%M:%S");
+    if micros == 0 {
+        format!("{base}Z")
+    } else if micros % 1000 == 0 {
+        format!("{base}.{:03}Z", micros / 1000)
+    } else {
+        format!("{base}.{micros:06}Z")
+    }
+}
+
+/// `fmt::Write` into a byte buffer.
+struct Bytes<'a>(&'a mut Vec<u8>);
+
+impl std::fmt::Write for Bytes<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.extend_from_slice(s.as_bytes());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_times_are_feasts() {
+        assert_eq!(
+            feast_time(Timestamp(1_764_870_000_000_000)),
+            "2025-12-04T17:40:00Z"
+        );
+        assert_eq!(
+            feast_time(Timestamp(1_764_870_000_250_000)),
+            "2025-12-04T17:40:00.250Z"
+        );
+        assert_eq!(
+            feast_time(Timestamp(1_764_870_000_000_001)),
+            "2025-12-04T17:40:00.000001Z"
+        );
+    }
+
+    #[test]
+    fn values_are_feasts_json() {
+        let mut out = Vec::new();
+        write_value(
+            &Value::Timestamp(Timestamp(1_600_000_000_000_000)),
+            &mut out,
+        );
+        out.push(b' ');
+        write_value(&Value::Float(f64::NAN), &mut out);
+        out.push(b' ');
+        write_value(&Value::Int(-(1 << 62)), &mut out);
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            "1600000000 \"NaN\" -4611686018427387904"
+        );
+    }
+}

@@ -1,0 +1,87 @@
+//! Feast's requests on the request path (`POST /get-online-features`, and the
+//! gRPC services' `GetOnlineFeatures`): Feast's request becomes one Oka request
+//! per row group ([`crate::feast::plan`]), each computed by [`super::compute`]
+//! (concurrently when there are several), and the answer is written from them
+//! all in Feast's shape.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::try_join_all;
+use oka_core::execute::Outputs;
+use oka_core::request::Prepared;
+use oka_core::{ErrorCode, FeatureRequest, KeyPolicy};
+use oka_feast::FeastRegistry;
+
+use super::{Request, Timing, compute, computed, time_budget};
+use crate::error::ApiError;
+use crate::state::{AppState, Loaded};
+
+/// The Feast registry served, or `404` when none is.
+pub(crate) fn registry(state: &AppState) -> Result<Arc<FeastRegistry>, ApiError> {
+    state
+        .shared
+        .feast
+        .as_ref()
+        .map(|f| f.load_full())
+        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "no Feast repository is served"))
+}
+
+/// `POST /get-online-features`: the JSON answer and its timing.
+pub(crate) async fn features(
+    state: &AppState,
+    loaded: &Loaded,
+    body: &[u8],
+    started: Instant,
+    deadline: Option<Duration>,
+) -> Result<(Vec<u8>, Timing), ApiError> {
+    let feast = registry(state)?;
+    let (requests, plan) = crate::feast::parse(&feast, &loaded.registry, body)?;
+    let mut timing = Timing::default();
+    let groups = compute_groups(state, loaded, requests, started, deadline, &mut timing).await?;
+    let t = Instant::now();
+    let mut out = Vec::with_capacity(256 + 64 * plan.rows * plan.columns.len());
+    crate::feast::write_response(&loaded.registry, &groups, &plan, &mut out);
+    timing.encode = t.elapsed();
+    computed(&state.shared, started, key_count(&groups));
+    Ok((out, timing))
+}
+
+/// Computes each row group's request (one spec version for all), all within
+/// the request's one deadline; the timing is the first group's.
+pub(crate) async fn compute_groups(
+    state: &AppState,
+    loaded: &Loaded,
+    requests: Vec<FeatureRequest>,
+    started: Instant,
+    deadline: Option<Duration>,
+    timing: &mut Timing,
+) -> Result<Vec<(Prepared, Outputs)>, ApiError> {
+    let default = state.shared.limits.default_deadline;
+    let budget = match requests.first() {
+        Some(r) => time_budget(r, deadline, default)?,
+        None => deadline.unwrap_or(default),
+    };
+    let groups = requests.into_iter().map(|request| async move {
+        let mut timing = Timing::default();
+        let request = Request {
+            request,
+            keys: KeyPolicy::Strict,
+            started,
+            budget,
+        };
+        compute(state, loaded, request, &mut timing)
+            .await
+            .map(|c| (c, timing))
+    });
+    let done = try_join_all(groups).await?;
+    if let Some((_, t)) = done.first() {
+        *timing = *t;
+    }
+    Ok(done.into_iter().map(|(c, _)| c).collect())
+}
+
+/// The keys all groups served.
+pub(crate) fn key_count(groups: &[(Prepared, Outputs)]) -> usize {
+    groups.iter().map(|(p, _)| p.key_count()).sum()
+}
