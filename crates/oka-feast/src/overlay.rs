@@ -144,3 +144,28 @@ pub fn check(feast: &FeastRegistry, oka: &Registry) -> Result<(), RepoError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const PIPELINE: &str = "version: 1\nentities:\n  stats: {keys: {driver_id: int}, timestamp: event_timestamp, fields: {acc: float}}\nfeatures:\n  stats: {kind: pipeline, entity: stats}\n";
+
+    #[test]
+    fn an_overlay_adds_features_and_may_not_redefine_a_view() {
+        let overlay = "version: 1\nfeatures:\n  fare:\n    kind: on_demand\n    dependencies: [stats]\n    args: {d: {type: float}}\n    output: {fields: {fare: float}}\n    udf: {expr: {fare: 'd * stats.acc'}}\n";
+        let merged = merge(PIPELINE, overlay, "o.yaml").unwrap();
+        let registry =
+            Registry::from_yaml("o.yaml", &merged, &oka_core::NativeUdfs::new()).unwrap();
+        assert!(registry.feature_id("fare").is_some());
+        assert!(registry.feature_id("stats").is_some());
+        let clash = "version: 1\nfeatures:\n  stats: {kind: pipeline, entity: stats}\n";
+        let e = merge(PIPELINE, clash, "o.yaml").unwrap_err().0;
+        assert!(e.starts_with("o.yaml: `features.stats`"), "{e}");
+        let e = merge(PIPELINE, "version: 2\n", "o.yaml").unwrap_err().0;
+        assert!(e.contains("`version` must be 1"), "{e}");
+        let e = merge(PIPELINE, "udfs: {}\n", "o.yaml").unwrap_err().0;
+        assert!(e.contains("unknown section `udfs`"), "{e}");
+    }
+}
