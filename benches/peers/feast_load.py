@@ -1,7 +1,8 @@
 """Loads the seed workload into Feast's online store (benches/peers/run.sh).
 
-10,000 rows test-id-0 … test-id-9999, value = i (float), written with
-FeatureStore.write_to_online_store into the Redis that feature_store.yaml names.
+10,000 rows test-id-0 … test-id-9999, value = i (float), and the same ids'
+20 features of `wide`, written with FeatureStore.write_to_online_store into the
+Redis that feature_store.yaml names.
 Also writes the FeatureView's parquet source (same rows), and checks a few keys
 through FeatureStore.get_online_features (value × multiplier).
 Usage: python feast_load.py REPO_DIR KEYS
@@ -30,6 +31,20 @@ def main() -> None:
     df.to_parquet(os.path.join(data, "test_feature.parquet"))
     store = FeatureStore(repo_path=repo)
     store.write_to_online_store("test_feature", df)
+    # The 20-feature view of the Feast-API scenario (benches/peers/feast_api.sh).
+    wide = {"id": df["id"], "event_timestamp": df["event_timestamp"]}
+    for j in range(20):
+        if j < 8:
+            wide[f"f{j:02d}"] = [i * 0.5 + j for i in range(keys)]
+        elif j < 14:
+            wide[f"f{j:02d}"] = [i * 1000 + j for i in range(keys)]
+        elif j < 18:
+            wide[f"f{j:02d}"] = [f"v{i}-{j}" for i in range(keys)]
+        else:
+            wide[f"f{j:02d}"] = [(i + j) % 2 == 0 for i in range(keys)]
+    wide = pd.DataFrame(wide)
+    wide.to_parquet(os.path.join(data, "wide.parquet"))
+    store.write_to_online_store("wide", wide)
     probe = [0, 1, 7, keys - 1]
     for feature in ("simple_feature:value", "simple_feature_pandas:value"):
         got = store.get_online_features(

@@ -8,6 +8,9 @@
   `multiplier` comes with the request (RequestSource `udf_args`), in Feast's
   "python" mode; `simple_feature_pandas` is the same in "pandas" mode (the pre-run
   measures both and the runs use the faster)
+- FeatureView `wide`: 20 features `f00` … `f19` (8 Float64, 6 Int64, 4 String, 2
+  Bool) for the Feast-API scenario's 50-entity × 20-feature request
+  (benches/peers/feast_api.sh)
 """
 
 import os
@@ -16,7 +19,7 @@ from datetime import timedelta
 import pandas as pd
 from feast import Entity, FeatureView, Field, FileSource, RequestSource, ValueType
 from feast.on_demand_feature_view import on_demand_feature_view
-from feast.types import Float64
+from feast.types import Bool, Float64, Int64, String
 
 DATA = os.environ.get("PEERS_FEAST_DATA", "data")
 
@@ -34,6 +37,21 @@ test_feature = FeatureView(
     ttl=timedelta(days=3650),
     schema=[Field(name="value", dtype=Float64)],
     source=test_source,
+    online=True,
+)
+
+WIDE_TYPES = [Float64] * 8 + [Int64] * 6 + [String] * 4 + [Bool] * 2
+
+wide = FeatureView(
+    name="wide",
+    entities=[test_entity],
+    ttl=timedelta(days=3650),
+    schema=[Field(name=f"f{i:02d}", dtype=t) for i, t in enumerate(WIDE_TYPES)],
+    source=FileSource(
+        name="wide_source",
+        path=os.path.join(DATA, "wide.parquet"),
+        timestamp_field="event_timestamp",
+    ),
     online=True,
 )
 

@@ -41,6 +41,42 @@ pub struct RedisConfig {
     pub key_ttl_seconds: Option<u64>,
 }
 
+/// `text` with `$NAME` and `${NAME}` replaced by `var(NAME)`, as Feast reads
+/// `feature_store.yaml` (Python's `os.path.expandvars`): a variable that is not
+/// set is left as written.
+pub fn expand_vars(text: &str, var: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + 1..];
+        let (name, len) = match tail.strip_prefix('{') {
+            Some(braced) => match braced.find('}') {
+                Some(end) => (&braced[..end], end + 2),
+                None => ("", 0),
+            },
+            None => {
+                let end = tail
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .unwrap_or(tail.len());
+                (&tail[..end], end)
+            }
+        };
+        match (!name.is_empty()).then(|| var(name)).flatten() {
+            Some(value) => {
+                out.push_str(&value);
+                rest = &tail[len..];
+            }
+            None => {
+                out.push('$');
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 impl FeastConfig {
     /// Reads `<repo>/feature_store.yaml`.
     pub fn load(repo: &Path) -> Result<Self, RepoError> {
@@ -52,6 +88,7 @@ impl FeastConfig {
                 io_words(&e)
             ))
         })?;
+        let text = expand_vars(&text, |name| std::env::var(name).ok());
         Self::parse(&text, repo, &file.display().to_string())
     }
 
@@ -307,6 +344,15 @@ pub(crate) fn io_words(e: &std::io::Error) -> &'static str {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn variables_are_expanded_as_feast_expands_them() {
+        let var = |n: &str| (n == "PORT").then(|| "6380".to_owned());
+        assert_eq!(
+            expand_vars("a: \"h:${PORT}\" b: $PORT/$NOPE ${NOPE} $ ${", var),
+            "a: \"h:6380\" b: 6380/$NOPE ${NOPE} $ ${"
+        );
+    }
 
     fn parse(text: &str) -> Result<FeastConfig, RepoError> {
         FeastConfig::parse(text, Path::new("/repo"), "feature_store.yaml")
