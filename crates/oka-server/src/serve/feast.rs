@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::future::try_join_all;
+use futures::{StreamExt, TryStreamExt};
 use oka_core::execute::Outputs;
 use oka_core::request::Prepared;
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy};
@@ -16,6 +16,9 @@ use oka_feast::FeastRegistry;
 use super::{Request, Timing, compute, computed, time_budget};
 use crate::error::ApiError;
 use crate::state::{AppState, Loaded};
+
+/// Row groups computed at once (each one Oka request, with its store reads).
+const GROUPS_AT_ONCE: usize = 8;
 
 /// The Feast registry served, or `404` when none is.
 pub(crate) fn registry(state: &AppState) -> Result<Arc<FeastRegistry>, ApiError> {
@@ -47,8 +50,9 @@ pub(crate) async fn features(
     Ok((out, timing))
 }
 
-/// Computes each row group's request (one spec version for all), all within
-/// the request's one deadline; the timing is the first group's.
+/// Computes each row group's request (one spec version for all), up to
+/// [`GROUPS_AT_ONCE`] at a time, all within the request's one deadline; the
+/// timing is the first group's.
 pub(crate) async fn compute_groups(
     state: &AppState,
     loaded: &Loaded,
@@ -74,7 +78,12 @@ pub(crate) async fn compute_groups(
             .await
             .map(|c| (c, timing))
     });
-    let done = try_join_all(groups).await?;
+    // At most GROUPS_AT_ONCE groups in flight: rows that all give different
+    // request data must not fan out into as many concurrent store reads.
+    let done: Vec<_> = futures::stream::iter(groups)
+        .buffered(GROUPS_AT_ONCE)
+        .try_collect()
+        .await?;
     if let Some((_, t)) = done.first() {
         *timing = *t;
     }
