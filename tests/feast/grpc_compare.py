@@ -31,13 +31,8 @@ from feast.protos.feast.serving import ServingService_pb2 as pb  # noqa: E402
 from feast.protos.feast.serving import ServingService_pb2_grpc as serving  # noqa: E402
 from feast.protos.feast.types import Value_pb2 as value_pb  # noqa: E402
 
-VIEWS = {
-    "driver_stats": ["conv_rate", "acc_rate", "avg_daily_trips", "rating", "active"],
-    "driver_profile": ["name", "avatar", "signed_up"],
-    "driver_lists": ["ratings32", "trips64", "scores32", "scores64", "tags", "blobs", "flags", "logins"],
-    "customer_profile": ["tier", "lifetime_value"],
-    "driver_customer_trips": ["trips_together", "last_rating"],
-}
+from corpus import VIEWS  # noqa: E402
+
 
 
 def ints(*v):

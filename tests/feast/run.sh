@@ -101,11 +101,15 @@ done
   --header-read-timeout-ms 2000 \
   --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$APORT" >"$WORK/oka.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 100); do
-  curl -sf "http://127.0.0.1:$APORT/readyz" >/dev/null 2>&1 && break
-  kill -0 "${pids[-1]}" 2>/dev/null || { cat "$WORK/oka.log"; echo "feast: oka exited" >&2; exit 1; }
-  sleep 0.2
-done
+wait_ready() { # ADMIN-PORT LOG: until the last started oka's /readyz answers 200
+  for _ in $(seq 1 100); do
+    curl -sf "http://127.0.0.1:$1/readyz" >/dev/null 2>&1 && return 0
+    kill -0 "${pids[-1]}" 2>/dev/null || { cat "$2"; echo "feast: oka exited" >&2; exit 1; }
+    sleep 0.2
+  done
+  echo "feast: oka was not ready within 20 s" >&2; exit 1
+}
+wait_ready "$APORT" "$WORK/oka.log"
 timeout 300 "$VENV/bin/python" "$HERE/compare.py" "$REPO" "http://127.0.0.1:$PORT"
 
 # Feast's own server on the same Redis: the corpus to both, and Feast's SDK as a
@@ -190,11 +194,7 @@ for x in s: x.close()')
 "$BIN" serve --feast-repo "$REPO" --feast-skip-unmapped --workers 1 \
   --listen "127.0.0.1:$SPORT" --admin-listen "127.0.0.1:$SAPORT" >"$WORK/oka-skip.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 100); do
-  curl -sf "http://127.0.0.1:$SAPORT/readyz" >/dev/null 2>&1 && break
-  kill -0 "${pids[-1]}" 2>/dev/null || { cat "$WORK/oka-skip.log"; echo "feast: oka --feast-skip-unmapped exited" >&2; exit 1; }
-  sleep 0.2
-done
+wait_ready "$SAPORT" "$WORK/oka-skip.log"
 code=$(curl -s -o "$WORK/skip.json" -w '%{http_code}' -X POST "http://127.0.0.1:$SPORT/get-online-features" \
   -d '{"features":["fare_estimate:expected_fare"],"entities":{"driver_id":[1001],"distance_km":[1.0],"surge":[1.0]}}')
 [[ $code == 404 ]] && grep -q 'has no overlay' "$WORK/skip.json" || {
