@@ -26,6 +26,7 @@ mod logs;
 mod migrate;
 mod serve_args;
 pub mod stores;
+mod training;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -110,6 +111,10 @@ enum Command {
     /// Read a Feast feature repository (feature_store.yaml and its file registry).
     #[command(subcommand)]
     Feast(feast::FeastCommand),
+    /// Make a training set: every requested feature as of each row's time of an
+    /// entity file, from history files, computed as `oka serve` computes it;
+    /// written to Parquet.
+    TrainingSet(training::TrainingArgs),
     /// Print the demo spec.
     DemoSpec,
     /// Write the OpenAPI 3.1 documents of the serving port (`openapi.json`) and the
@@ -216,6 +221,7 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
                 ExitCode::FAILURE
             })
         }
+        Command::TrainingSet(args) => training::run(args, &natives),
         Command::Ingest(args) => {
             logs::init(LogFormat::Text);
             let all_written = ingest::run(args, &natives)?;
@@ -337,7 +343,7 @@ fn read_error(origin: &str, e: &std::io::Error) -> anyhow::Error {
 
 /// Panics inside UDFs are caught and answered as `error` statuses; log them at
 /// debug (they can fire per request) and leave every other panic to the default hook.
-fn quiet_udf_panics() {
+pub(crate) fn quiet_udf_panics() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
         if oka_core::execute::in_udf() {

@@ -21,6 +21,8 @@
 //! - [`execute`]: the reads' results by id ([`execute::Fetched`]) → UDFs →
 //!   [`execute::Outputs`] (sans-IO; the server does the reads).
 //! - [`encode`]: the response body.
+//! - [`words`]: failures in words for a person (an I/O error without its OS
+//!   number).
 
 pub mod aggregate;
 pub mod cel_udf;
@@ -41,6 +43,7 @@ pub mod spec;
 mod topo;
 pub mod udf;
 pub mod value;
+pub mod words;
 
 pub use error::{ErrorCode, RequestError, SpecError, SpecErrors};
 pub use key::EntityKey;

@@ -62,6 +62,9 @@ pub struct RecordParser<'e> {
     by_name: HashMap<&'e str, usize>,
     /// Whether each column is a key column.
     is_key: Vec<bool>,
+    /// Whether a record without an event time is an error (history files)
+    /// rather than an event of `now` (live writes).
+    time_required: bool,
 }
 
 /// What a record said about each column: nothing (`None`), a value, or why its
@@ -92,7 +95,27 @@ impl<'e> RecordParser<'e> {
                 .map(|(i, c)| (&*c.name, i))
                 .collect(),
             is_key,
+            time_required: false,
         }
+    }
+
+    /// The same parser, refusing records without an event time (a history
+    /// record has no "now" to default to).
+    pub fn requiring_time(mut self) -> Self {
+        self.time_required = true;
+        self
+    }
+
+    /// Checks one record given as the entity's column values, in column order
+    /// (as a columnar file holds them; `Null` for none), as a parsed record is.
+    pub fn parse_values(&self, values: Vec<Value>) -> Result<(EntityKey, Row), RecordError> {
+        if values.len() != self.entity.columns.len() {
+            return Err(RecordError::FieldCount {
+                expected: self.entity.columns.len(),
+                found: values.len(),
+            });
+        }
+        self.finish(values.into_iter().map(|v| Some(Ok(v))).collect(), self.now)
     }
 
     /// The entity whose records this parses.
@@ -186,6 +209,11 @@ impl<'e> RecordParser<'e> {
                 Some(Ok(v)) if !v.is_null() => v,
                 _ if self.is_key.get(i).copied().unwrap_or(false) => {
                     return Err(RecordError::MissingKey(
+                        printable(&column.name).into_owned(),
+                    ));
+                }
+                _ if i == self.entity.timestamp_index && self.time_required => {
+                    return Err(RecordError::MissingTime(
                         printable(&column.name).into_owned(),
                     ));
                 }

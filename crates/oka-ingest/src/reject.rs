@@ -50,6 +50,9 @@ pub enum RecordError {
     /// A key field that is absent or null.
     #[error("missing key field `{0}`")]
     MissingKey(String),
+    /// A record without an event time where one is required (a history file).
+    #[error("no event time: field `{0}` is absent or null")]
+    MissingTime(String),
     /// The entity's timestamp field holds something else.
     #[error("field `{0}` is not a timestamp")]
     NotATimestamp(String),

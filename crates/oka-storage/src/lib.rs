@@ -17,6 +17,7 @@ pub mod coalesce;
 pub mod codec;
 pub mod conformance;
 pub mod fit;
+pub mod history;
 pub mod memory;
 pub mod probe;
 pub mod store;

@@ -110,31 +110,8 @@ fn history_bound(feature: &Feature) -> (usize, Option<Duration>) {
 
 /// Reads `query` from one key's history.
 fn answer(history: &VecDeque<Row>, query: &Query) -> Vec<Row> {
-    match *query {
-        Query::Latest => history.back().cloned().into_iter().collect(),
-        Query::LastN { n } => {
-            let skip = history.len().saturating_sub(n);
-            history.iter().skip(skip).cloned().collect()
-        }
-        Query::Range { start, end } => {
-            let lo = history.partition_point(|r| r.event_time < start);
-            let hi = history.partition_point(|r| r.event_time <= end);
-            history.range(lo..hi.max(lo)).cloned().collect()
-        }
-    }
-}
-
-/// Inserts `row` in event-time order; a row with the same event time replaces the
-/// old one (idempotent re-delivery). Drops the oldest beyond `bound`.
-fn insert(history: &mut VecDeque<Row>, row: Row, bound: usize) {
-    let pos = history.partition_point(|r| r.event_time < row.event_time);
-    match history.get(pos) {
-        Some(r) if r.event_time == row.event_time => history[pos] = row,
-        _ => history.insert(pos, row),
-    }
-    while history.len() > bound {
-        history.pop_front();
-    }
+    let range = crate::history::select(history.len(), |i| history[i].event_time, query);
+    history.range(range).cloned().collect()
 }
 
 #[async_trait]
@@ -181,7 +158,7 @@ impl FeatureStore for MemoryStore {
             if !history.live(now) {
                 history.rows.clear();
             }
-            insert(&mut history.rows, row.clone(), bound);
+            crate::history::insert(&mut history.rows, row.clone(), bound);
             history.expires = ttl.map(|t| now + t);
         }
         table.maybe_sweep(records.len());

@@ -10,4 +10,4 @@
 
 pub mod families;
 pub mod http;
-pub mod words;
+pub use oka_core::words;

@@ -81,6 +81,20 @@ impl<V, const N: usize> From<[(&str, V); N]> for FieldMap<V> {
     }
 }
 
+/// Fields in order; a repeated name keeps its last value, as when parsed.
+impl<V> FromIterator<(String, V)> for FieldMap<V> {
+    fn from_iter<I: IntoIterator<Item = (String, V)>>(fields: I) -> Self {
+        let mut out: Vec<(String, V)> = Vec::new();
+        for (name, value) in fields {
+            match out.iter().position(|(n, _)| *n == name) {
+                Some(i) => out[i].1 = value,
+                None => out.push((name, value)),
+            }
+        }
+        Self(out)
+    }
+}
+
 impl<'de, V: Deserialize<'de>> Deserialize<'de> for FieldMap<V> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Fields<V>(std::marker::PhantomData<V>);

@@ -1,0 +1,256 @@
+//! `oka training-set` from end to end: check the inputs, load the history,
+//! then read the entity file batch by batch, compute each row, write it.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use oka_core::{FeatureId, Registry};
+
+use crate::entities::{EntityBatch, EntityReader};
+use crate::error::TrainingError;
+use crate::history::{self, Budget, FeatureHistory};
+use crate::inputs;
+use crate::job::{Job, RowInput, RowResult, Status};
+use crate::output::{self, Output};
+
+/// What to make.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The entity file (Parquet or CSV).
+    pub entities: PathBuf,
+    /// `FEATURE=PATH` pairs: each pipeline feature's history files (globs).
+    pub history: Vec<(String, String)>,
+    /// The output Parquet file.
+    pub out: PathBuf,
+    /// The features to compute (all of the spec's when `None`).
+    pub features: Option<Vec<String>>,
+    /// The entity file's time column.
+    pub time_column: String,
+    /// The most memory the history may take, in bytes.
+    pub memory_budget: u64,
+}
+
+/// Where a run is, for a progress line.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress {
+    /// Reading history: records so far.
+    History {
+        /// Records read.
+        records: u64,
+    },
+    /// Computing: rows done of the total (when known).
+    Rows {
+        /// Rows done.
+        done: u64,
+        /// Rows in the entity file, when known.
+        total: Option<u64>,
+        /// Time since the first row.
+        elapsed: Duration,
+    },
+}
+
+/// What a run made.
+#[derive(Debug, Default)]
+pub struct Summary {
+    /// Rows written.
+    pub rows: u64,
+    /// Per target: its name and how many rows had each status (`error` counted
+    /// as one).
+    pub statuses: Vec<(String, HashMap<&'static str, u64>)>,
+    /// History records held.
+    pub history_records: u64,
+}
+
+/// Makes the training set `options` describe from `registry`'s features.
+/// `stop` (set by Ctrl-C) ends it with [`TrainingError::Interrupted`] and no
+/// output; `progress` hears of it every so often.
+pub fn run(
+    registry: &Registry,
+    options: &Options,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Summary, TrainingError> {
+    let job = Job::new(registry, options.features.as_deref())?;
+    let files = history_files(registry, &job, &options.history)?;
+    // The entity file is checked before any history is read.
+    let mut entities = EntityReader::open(&options.entities, &job, &options.time_column)?;
+    let schema = output::schema(entities.schema(), &job)?;
+    let mut budget = Budget::new(options.memory_budget);
+    let mut histories: Vec<FeatureHistory> = Vec::new();
+    for (id, paths) in files {
+        let feature = registry.feature(id);
+        let mut h = FeatureHistory::new(id, feature);
+        history::load(&mut h, feature, &paths, &mut budget, stop)?;
+        if stop.load(Ordering::Relaxed) {
+            return Err(TrainingError::Interrupted { rows: 0 });
+        }
+        histories.push(h);
+        progress(Progress::History {
+            records: budget.records(),
+        });
+    }
+    let mut out = Output::create(&options.out, schema)?;
+    let mut summary = Summary {
+        statuses: job
+            .targets
+            .iter()
+            .map(|t| (t.name.clone(), HashMap::new()))
+            .collect(),
+        history_records: budget.records(),
+        ..Summary::default()
+    };
+    let started = Instant::now();
+    while let Some(batch) = entities.next_batch(&job)? {
+        if stop.load(Ordering::Relaxed) {
+            return Err(TrainingError::Interrupted { rows: summary.rows });
+        }
+        let results = compute_batch(&job, &histories, &batch, &options.entities)?;
+        count(&mut summary, &results);
+        out.write(&job, &batch.batch, &results)?;
+        summary.rows += batch.times.len() as u64;
+        progress(Progress::Rows {
+            done: summary.rows,
+            total: entities.total_rows,
+            elapsed: started.elapsed(),
+        });
+    }
+    out.finish()?;
+    Ok(summary)
+}
+
+/// Each pipeline feature the job reads, with its history files.
+fn history_files(
+    registry: &Registry,
+    job: &Job<'_>,
+    given: &[(String, String)],
+) -> Result<Vec<(FeatureId, Vec<PathBuf>)>, TrainingError> {
+    let mut by_feature: Vec<(FeatureId, Vec<PathBuf>)> = Vec::new();
+    for (name, pattern) in given {
+        let bad = |why: &str| TrainingError::BadHistoryFeature {
+            name: name.clone(),
+            why: why.to_owned(),
+        };
+        let id = registry
+            .feature_id(name)
+            .ok_or_else(|| bad("the spec has no such feature"))?;
+        if !registry.feature(id).is_pipeline() {
+            return Err(bad(
+                "an on-demand feature has no history; give its pipeline inputs' history",
+            ));
+        }
+        let paths = inputs::expand(pattern)?;
+        match by_feature.iter_mut().find(|(f, _)| *f == id) {
+            Some((_, p)) => p.extend(paths),
+            None => by_feature.push((id, paths)),
+        }
+    }
+    let mut files = Vec::new();
+    for (id, readers) in &job.reads {
+        match by_feature.iter().find(|(f, _)| f == id) {
+            Some((_, paths)) => files.push((*id, paths.clone())),
+            None => {
+                return Err(TrainingError::NoHistory {
+                    feature: registry.feature(*id).name.to_string(),
+                    readers: readers
+                        .iter()
+                        .map(|r| format!("`{r}`"))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                });
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// One batch's rows computed, split over the machine's cores.
+fn compute_batch(
+    job: &Job<'_>,
+    histories: &[FeatureHistory],
+    batch: &EntityBatch,
+    file: &std::path::Path,
+) -> Result<Vec<RowResult>, TrainingError> {
+    let n = batch.times.len();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .min(n.max(1));
+    let chunk = n.div_ceil(threads.max(1)).max(1);
+    let parts: Vec<Result<Vec<_>, TrainingError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|lo| {
+                s.spawn(move || compute_rows(job, histories, batch, file, lo..(lo + chunk).min(n)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(TrainingError::io(file, "a worker thread panicked")))
+            })
+            .collect()
+    });
+    let mut out = Vec::with_capacity(n);
+    for part in parts {
+        out.extend(part?);
+    }
+    Ok(out)
+}
+
+fn compute_rows(
+    job: &Job<'_>,
+    histories: &[FeatureHistory],
+    batch: &EntityBatch,
+    file: &std::path::Path,
+    rows: std::ops::Range<usize>,
+) -> Result<Vec<RowResult>, TrainingError> {
+    let mut keys = Vec::with_capacity(batch.keys.len());
+    let mut args = Vec::with_capacity(batch.args.len());
+    let mut out = Vec::with_capacity(rows.len());
+    for i in rows {
+        keys.clear();
+        keys.extend(batch.keys.iter().map(|k| k[i].clone()));
+        args.clear();
+        args.extend(batch.args.iter().map(|a| a[i].clone()));
+        let time = batch.times[i];
+        let input = RowInput {
+            keys: &keys,
+            time,
+            args: &args,
+        };
+        let mut read = |feature: FeatureId, key: &oka_core::EntityKey, query: &oka_core::Query| {
+            match histories.iter().find(|h| h.feature == feature) {
+                Some(h) => h.answer(key, time, query),
+                None => history::Answer {
+                    rows: Vec::new(),
+                    expired: false,
+                },
+            }
+        };
+        let results = job
+            .compute(&input, &mut read)
+            .map_err(|why| TrainingError::Request {
+                file: file.to_owned(),
+                row: batch.first_row + i as u64,
+                why: why.to_string(),
+            })?;
+        out.push(results);
+    }
+    Ok(out)
+}
+
+fn count(summary: &mut Summary, results: &[RowResult]) {
+    for row in results {
+        for ((_, counts), (status, _)) in summary.statuses.iter_mut().zip(row) {
+            let name = match status {
+                Status::Present => "present",
+                Status::Missing => "missing",
+                Status::Expired => "expired",
+                Status::Error(_) => "error",
+            };
+            *counts.entry(name).or_default() += 1;
+        }
+    }
+}
