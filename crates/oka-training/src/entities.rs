@@ -34,11 +34,16 @@ pub struct EntityReader {
     schema: SchemaRef,
     /// Rows in the file, when its format says (Parquet).
     pub total_rows: Option<u64>,
+    layout: Layout,
+    rows_read: u64,
+}
+
+/// Where a job's inputs are among a table's columns.
+#[derive(Debug, Clone)]
+pub struct Layout {
     keys: Vec<usize>,
     time: usize,
     args: Vec<Option<usize>>,
-    key_names: Vec<String>,
-    rows_read: u64,
 }
 
 impl std::fmt::Debug for EntityReader {
@@ -77,6 +82,44 @@ impl EntityReader {
                 });
             }
         };
+        let layout = Layout::find(&schema, job, time_column, file)?;
+        Ok(Self {
+            file: file.to_owned(),
+            batches,
+            schema,
+            total_rows,
+            layout,
+            rows_read: 0,
+        })
+    }
+
+    /// The file's schema (its columns pass through to the output).
+    pub fn schema(&self) -> &SchemaRef {
+        &self.schema
+    }
+
+    /// The next batch, converted; `None` at the end.
+    pub fn next_batch(&mut self, job: &Job<'_>) -> Result<Option<EntityBatch>, TrainingError> {
+        let Some(batch) = self.batches.next() else {
+            return Ok(None);
+        };
+        let batch = batch.map_err(|e| TrainingError::io(&self.file, e))?;
+        let first_row = self.rows_read + 1;
+        self.rows_read += batch.num_rows() as u64;
+        self.layout
+            .convert(batch, job, &self.file, first_row)
+            .map(Some)
+    }
+}
+
+impl Layout {
+    /// Finds the job's key, time and argument columns in `schema` (of `file`).
+    pub fn find(
+        schema: &Schema,
+        job: &Job<'_>,
+        time_column: &str,
+        file: &Path,
+    ) -> Result<Self, TrainingError> {
         let column = |name: &str, what: &str| {
             schema.index_of(name).map_err(|_| TrainingError::Column {
                 file: file.to_owned(),
@@ -86,13 +129,11 @@ impl EntityReader {
         };
         let keys = (job.keys.iter())
             .map(|k| {
-                column(
-                    &k.name,
-                    &format!(
-                        "the key field `{}` ({}) of the features' entities",
-                        k.name, k.ty
-                    ),
-                )
+                let what = format!(
+                    "the key field `{}` ({}) of the features' entities",
+                    k.name, k.ty
+                );
+                column(&k.name, &what)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let time = column(time_column, "the row's time (name it with --time-column)")?;
@@ -104,63 +145,42 @@ impl EntityReader {
                     .ok()
             })
             .collect();
-        Ok(Self {
-            file: file.to_owned(),
-            batches,
-            schema,
-            total_rows,
-            keys,
-            time,
-            args,
-            key_names: job.keys.iter().map(|k| k.name.to_string()).collect(),
-            rows_read: 0,
-        })
+        Ok(Self { keys, time, args })
     }
 
-    /// The file's schema (its columns pass through to the output).
-    pub fn schema(&self) -> &SchemaRef {
-        &self.schema
-    }
-
-    /// Where each argument of the job comes from: a column name, or `None`.
-    pub fn arg_columns(&self) -> Vec<Option<&str>> {
-        self.args
-            .iter()
-            .map(|a| a.map(|i| self.schema.field(i).name().as_str()))
-            .collect()
-    }
-
-    /// The next batch, converted; `None` at the end.
-    pub fn next_batch(&mut self, job: &Job<'_>) -> Result<Option<EntityBatch>, TrainingError> {
-        let Some(batch) = self.batches.next() else {
-            return Ok(None);
-        };
-        let batch = batch.map_err(|e| TrainingError::io(&self.file, e))?;
-        let first_row = self.rows_read + 1;
-        self.rows_read += batch.num_rows() as u64;
+    /// A batch's keys, times and arguments, converted; `first_row` is the
+    /// 1-based number of its first row, for messages.
+    pub fn convert(
+        &self,
+        batch: RecordBatch,
+        job: &Job<'_>,
+        file: &Path,
+        first_row: u64,
+    ) -> Result<EntityBatch, TrainingError> {
+        let schema = batch.schema();
         let column_error = |i: usize, why: String| TrainingError::Column {
-            file: self.file.clone(),
-            column: self.schema.field(i).name().clone(),
+            file: file.to_owned(),
+            column: schema.field(i).name().clone(),
             why,
         };
         let mut keys = Vec::with_capacity(self.keys.len());
-        for ((&i, k), name) in self.keys.iter().zip(&job.keys).zip(&self.key_names) {
+        for (&i, k) in self.keys.iter().zip(&job.keys) {
             let values = convert::values(batch.column(i), &k.ty)
                 .map_err(|why| column_error(i, why.to_string()))?;
             if let Some(row) = values.iter().position(Value::is_null) {
                 return Err(TrainingError::Row {
-                    file: self.file.clone(),
+                    file: file.to_owned(),
                     row: first_row + row as u64,
-                    why: format!("the key `{name}` is null"),
+                    why: format!("the key `{}` is null", k.name),
                 });
             }
             keys.push(values);
         }
         let times = convert::times(batch.column(self.time)).map_err(|(row, why)| match row {
             Some(r) => TrainingError::Row {
-                file: self.file.clone(),
+                file: file.to_owned(),
                 row: first_row + r as u64,
-                why: format!("column `{}`: {why}", self.schema.field(self.time).name()),
+                why: format!("column `{}`: {why}", schema.field(self.time).name()),
             },
             None => column_error(self.time, why),
         })?;
@@ -172,13 +192,13 @@ impl EntityReader {
                 None => vec![Value::Null; batch.num_rows()],
             });
         }
-        Ok(Some(EntityBatch {
+        Ok(EntityBatch {
             batch,
             first_row,
             keys,
             times,
             args,
-        }))
+        })
     }
 }
 

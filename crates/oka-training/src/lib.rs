@@ -6,14 +6,19 @@
 //! - [`inputs`]: paths and globs, formats by extension.
 //! - [`job`]: the requested features, the key, time and argument columns they
 //!   need, and one row computed through `oka-core`'s prepare and execute.
+//! - [`compute`]: a batch of rows through the job, reads from a [`compute::Reads`].
 //! - [`history`]: a pipeline feature's history by key, and its as-of answers
 //!   (the in-memory store's rules, [`oka_storage::history`]).
 //! - [`entities`]: the entity file, read in batches.
 //! - [`convert`]: Arrow columns ↔ Oka values by spec type.
 //! - [`output`]: the Parquet output, renamed into place when complete.
 //! - [`run`]: the whole of `oka training-set`.
+//! - [`engine`]: the last step alone, over a table that holds the pipeline
+//!   features (the Python package `oka-engine`).
 
+pub mod compute;
 pub mod convert;
+pub mod engine;
 pub mod entities;
 pub mod error;
 pub mod history;

@@ -33,9 +33,9 @@ impl std::fmt::Debug for Output {
     }
 }
 
-/// The output's schema: the entity file's columns, then each target's.
-pub fn schema(input: &Schema, job: &Job<'_>) -> Result<SchemaRef, TrainingError> {
-    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+/// Each target's output fields: `<feature>__<field>`, then `<feature>__status`.
+pub fn result_fields(job: &Job<'_>) -> Vec<Field> {
+    let mut fields = Vec::new();
     for t in &job.targets {
         for c in &t.columns {
             fields.push(Field::new(&c.name, convert::arrow_type(&c.ty), true));
@@ -46,6 +46,33 @@ pub fn schema(input: &Schema, job: &Job<'_>) -> Result<SchemaRef, TrainingError>
             false,
         ));
     }
+    fields
+}
+
+/// The columns of [`result_fields`] for `results` (per row, per target).
+pub fn result_columns(job: &Job<'_>, results: &[RowResult]) -> Vec<ArrayRef> {
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    for (ti, t) in job.targets.iter().enumerate() {
+        for c in &t.columns {
+            let values: Vec<Value> = results
+                .iter()
+                .map(|r| match &r[ti].1 {
+                    Some(row) => row.columns.get(c.index).cloned().unwrap_or(Value::Null),
+                    None => Value::Null,
+                })
+                .collect();
+            columns.push(convert::array(&c.ty, &values));
+        }
+        let status: StringArray = results.iter().map(|r| Some(r[ti].0.text())).collect();
+        columns.push(Arc::new(status));
+    }
+    columns
+}
+
+/// The output's schema: the entity file's columns, then each target's.
+pub fn schema(input: &Schema, job: &Job<'_>) -> Result<SchemaRef, TrainingError> {
+    let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.extend(result_fields(job));
     let mut seen = std::collections::HashSet::new();
     if let Some(dup) = fields.iter().find(|f| !seen.insert(f.name().clone())) {
         return Err(TrainingError::Input {
@@ -96,20 +123,7 @@ impl Output {
         results: &[RowResult],
     ) -> Result<(), TrainingError> {
         let mut columns: Vec<ArrayRef> = input.columns().to_vec();
-        for (ti, t) in job.targets.iter().enumerate() {
-            for c in &t.columns {
-                let values: Vec<Value> = results
-                    .iter()
-                    .map(|r| match &r[ti].1 {
-                        Some(row) => row.columns.get(c.index).cloned().unwrap_or(Value::Null),
-                        None => Value::Null,
-                    })
-                    .collect();
-                columns.push(convert::array(&c.ty, &values));
-            }
-            let status: StringArray = results.iter().map(|r| Some(r[ti].0.text())).collect();
-            columns.push(Arc::new(status));
-        }
+        columns.extend(result_columns(job, results));
         let batch = RecordBatch::try_new(Arc::clone(&self.schema), columns)
             .map_err(|e| TrainingError::io(&self.tmp, e))?;
         let writer = self

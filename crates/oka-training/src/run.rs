@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use oka_core::{FeatureId, Registry};
 
-use crate::entities::{EntityBatch, EntityReader};
+use crate::compute;
+use crate::entities::EntityReader;
 use crate::error::TrainingError;
 use crate::history::{self, Budget, FeatureHistory};
 use crate::inputs;
-use crate::job::{Job, RowInput, RowResult, Status};
+use crate::job::{Job, RowResult, Status};
 use crate::output::{self, Output};
 
 /// What to make.
@@ -106,7 +107,8 @@ pub fn run(
         if stop.load(Ordering::Relaxed) {
             return Err(TrainingError::Interrupted { rows: summary.rows });
         }
-        let results = compute_batch(&job, &histories, &batch, &options.entities)?;
+        let results =
+            compute::compute_batch(&job, histories.as_slice(), &batch, &options.entities)?;
         count(&mut summary, &results);
         out.write(&job, &batch.batch, &results)?;
         summary.rows += batch.times.len() as u64;
@@ -163,82 +165,6 @@ fn history_files(
         }
     }
     Ok(files)
-}
-
-/// One batch's rows computed, split over the machine's cores.
-fn compute_batch(
-    job: &Job<'_>,
-    histories: &[FeatureHistory],
-    batch: &EntityBatch,
-    file: &std::path::Path,
-) -> Result<Vec<RowResult>, TrainingError> {
-    let n = batch.times.len();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |p| p.get())
-        .min(n.max(1));
-    let chunk = n.div_ceil(threads.max(1)).max(1);
-    let parts: Vec<Result<Vec<_>, TrainingError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .step_by(chunk)
-            .map(|lo| {
-                s.spawn(move || compute_rows(job, histories, batch, file, lo..(lo + chunk).min(n)))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(TrainingError::io(file, "a worker thread panicked")))
-            })
-            .collect()
-    });
-    let mut out = Vec::with_capacity(n);
-    for part in parts {
-        out.extend(part?);
-    }
-    Ok(out)
-}
-
-fn compute_rows(
-    job: &Job<'_>,
-    histories: &[FeatureHistory],
-    batch: &EntityBatch,
-    file: &std::path::Path,
-    rows: std::ops::Range<usize>,
-) -> Result<Vec<RowResult>, TrainingError> {
-    let mut keys = Vec::with_capacity(batch.keys.len());
-    let mut args = Vec::with_capacity(batch.args.len());
-    let mut out = Vec::with_capacity(rows.len());
-    for i in rows {
-        keys.clear();
-        keys.extend(batch.keys.iter().map(|k| k[i].clone()));
-        args.clear();
-        args.extend(batch.args.iter().map(|a| a[i].clone()));
-        let time = batch.times[i];
-        let input = RowInput {
-            keys: &keys,
-            time,
-            args: &args,
-        };
-        let mut read = |feature: FeatureId, key: &oka_core::EntityKey, query: &oka_core::Query| {
-            match histories.iter().find(|h| h.feature == feature) {
-                Some(h) => h.answer(key, time, query),
-                None => history::Answer {
-                    rows: Vec::new(),
-                    expired: false,
-                },
-            }
-        };
-        let results = job
-            .compute(&input, &mut read)
-            .map_err(|why| TrainingError::Request {
-                file: file.to_owned(),
-                row: batch.first_row + i as u64,
-                why: why.to_string(),
-            })?;
-        out.push(results);
-    }
-    Ok(out)
 }
 
 fn count(summary: &mut Summary, results: &[RowResult]) {

@@ -364,3 +364,69 @@ fn the_time_column_may_be_a_timestamp_column() {
         &DataType::Timestamp(arrow::datatypes::TimeUnit::Nanosecond, None)
     );
 }
+
+/// The engine, given the training set's own pipeline columns, computes the
+/// training set's on-demand columns (the same function, fed by the caller).
+#[test]
+fn the_engine_computes_what_the_training_set_holds() {
+    let d = dir("engine");
+    let mut o = options(
+        &d,
+        "user_id,timestamp,factor\nu1,999,\nu1,1000,\nu1,1050,4.0\nu1,1150,\nu3,1000,\n",
+    );
+    o.features = Some(vec!["profile".into(), "scaled".into()]);
+    o.history.truncate(1);
+    run(&o).unwrap();
+    let trained = read(&o.out);
+    // The engine's input: the keys, time, argument and the pipeline feature's columns.
+    let keep = [
+        "user_id",
+        "timestamp",
+        "factor",
+        "profile__ts",
+        "profile__balance",
+        "profile__status",
+    ];
+    let idx: Vec<usize> = keep
+        .iter()
+        .map(|n| trained.schema().index_of(n).unwrap())
+        .collect();
+    let input = trained.project(&idx).unwrap();
+    let engine = oka_training::engine::Engine::new(SPEC).unwrap();
+    let compute = oka_training::engine::Compute {
+        features: Some(vec!["scaled".into()]),
+        time_column: "timestamp".into(),
+        args: Vec::new(),
+    };
+    let out = engine.compute(input.clone(), &compute).unwrap();
+    for name in ["scaled__ts", "scaled__v", "scaled__at", "scaled__status"] {
+        assert_eq!(
+            out.column_by_name(name).unwrap(),
+            trained.column_by_name(name).unwrap(),
+            "{name}"
+        );
+    }
+    // A constant argument fills rows whose column is empty.
+    let compute = oka_training::engine::Compute {
+        args: vec![("scaled".into(), "factor".into(), serde_json::json!(10.0))],
+        ..compute
+    };
+    let out = engine.compute(input, &compute).unwrap();
+    assert_eq!(
+        column(&out, "scaled__v", &FieldType::Float),
+        [Value::Null, f(100.0), f(100.0), Value::Null, Value::Null]
+    );
+    // A window needs a history.
+    let compute = oka_training::engine::Compute {
+        features: Some(vec!["spend".into()]),
+        ..compute
+    };
+    let e = engine
+        .compute(read(&o.out), &compute)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("`spend` reads a window") && e.contains("oka training-set"),
+        "{e}"
+    );
+}

@@ -1,0 +1,115 @@
+//! A batch of entity rows computed: each row through [`Job::compute`], its
+//! pipeline reads answered by a [`Reads`] (history files as of the row's time
+//! for `oka training-set`, the row's own columns for the Python engine), the
+//! rows split over the machine's cores.
+
+use std::path::Path;
+
+use oka_core::{EntityKey, FeatureId, Query, Timestamp};
+
+use crate::entities::EntityBatch;
+use crate::error::TrainingError;
+use crate::history::{Answer, FeatureHistory};
+use crate::job::{Job, RowInput, RowResult};
+
+/// Where a row's pipeline reads are answered from: history files (as of the
+/// row's time), or the row's own columns (the Python engine).
+pub trait Reads: Sync {
+    /// What a read of `key` of `feature` with `query` answers for `row` of the
+    /// batch, at time `t`.
+    fn answer(
+        &self,
+        row: usize,
+        feature: FeatureId,
+        key: &EntityKey,
+        t: Timestamp,
+        query: &Query,
+    ) -> Answer;
+}
+
+impl Reads for [FeatureHistory] {
+    fn answer(
+        &self,
+        _row: usize,
+        feature: FeatureId,
+        key: &EntityKey,
+        t: Timestamp,
+        query: &Query,
+    ) -> Answer {
+        match self.iter().find(|h| h.feature == feature) {
+            Some(h) => h.answer(key, t, query),
+            None => Answer {
+                rows: Vec::new(),
+                expired: false,
+            },
+        }
+    }
+}
+
+/// One batch's rows computed, split over the machine's cores.
+pub fn compute_batch<R: Reads + ?Sized>(
+    job: &Job<'_>,
+    reads: &R,
+    batch: &EntityBatch,
+    file: &Path,
+) -> Result<Vec<RowResult>, TrainingError> {
+    let n = batch.times.len();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .min(n.max(1));
+    let chunk = n.div_ceil(threads.max(1)).max(1);
+    let parts: Vec<Result<Vec<RowResult>, TrainingError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|lo| {
+                s.spawn(move || compute_rows(job, reads, batch, file, lo..(lo + chunk).min(n)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(TrainingError::io(file, "a worker thread panicked")))
+            })
+            .collect()
+    });
+    let mut out = Vec::with_capacity(n);
+    for part in parts {
+        out.extend(part?);
+    }
+    Ok(out)
+}
+
+fn compute_rows<R: Reads + ?Sized>(
+    job: &Job<'_>,
+    reads: &R,
+    batch: &EntityBatch,
+    file: &Path,
+    rows: std::ops::Range<usize>,
+) -> Result<Vec<RowResult>, TrainingError> {
+    let mut keys = Vec::with_capacity(batch.keys.len());
+    let mut args = Vec::with_capacity(batch.args.len());
+    let mut out = Vec::with_capacity(rows.len());
+    for i in rows {
+        keys.clear();
+        keys.extend(batch.keys.iter().map(|k| k[i].clone()));
+        args.clear();
+        args.extend(batch.args.iter().map(|a| a[i].clone()));
+        let time = batch.times[i];
+        let input = RowInput {
+            keys: &keys,
+            time,
+            args: &args,
+        };
+        let mut read = |f: FeatureId, key: &EntityKey, q: &Query| reads.answer(i, f, key, time, q);
+        let results = job
+            .compute(&input, &mut read)
+            .map_err(|why| TrainingError::Request {
+                file: file.to_owned(),
+                row: batch.first_row + i as u64,
+                why: why.to_string(),
+            })?;
+        out.push(results);
+    }
+    Ok(out)
+}
