@@ -23,13 +23,9 @@ if ! command -v redis-server >/dev/null 2>&1; then
 fi
 
 VENV=$ROOT/target/python-client/.venv
-[[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
+source "$ROOT/scripts/venv.sh"
+venv_with "$VENV" "$HERE/requirements-ci.txt"
 PY=$VENV/bin/python
-want=$(sha256sum "$HERE/requirements-ci.txt" | cut -d' ' -f1)
-if [[ "$(cat "$VENV/.requirements.sha256" 2>/dev/null || true)" != "$want" ]]; then
-  "$PY" -m pip install -q --disable-pip-version-check -r "$HERE/requirements-ci.txt"
-  echo "$want" > "$VENV/.requirements.sha256"
-fi
 # The package with its extras, resolved against the pins (all installed above).
 "$PY" -m pip install -q --disable-pip-version-check --no-build-isolation --force-reinstall --no-deps \
   "$HERE[pandas,polars]"

@@ -41,12 +41,8 @@ WORK=$ROOT/target/feast
 mkdir -p "$WORK"
 
 VENV=$WORK/venv
-[[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
-want=$(sha256sum "$HERE/requirements.txt" | cut -d' ' -f1)
-if [[ "$(cat "$VENV/.requirements.sha256" 2>/dev/null || true)" != "$want" ]]; then
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$HERE/requirements.txt"
-  echo "$want" > "$VENV/.requirements.sha256"
-fi
+source "$ROOT/scripts/venv.sh"
+venv_with "$VENV" "$HERE/requirements.txt"
 FEAST=$VENV/bin/feast
 command -v redis-server >/dev/null || { echo "feast: redis-server is needed" >&2; exit 2; }
 

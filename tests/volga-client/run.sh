@@ -12,12 +12,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BIN=${1:?usage: tests/volga-client/run.sh PATH/TO/oka}
 [[ -x $BIN ]] || { echo "volga-client: no executable oka at $BIN" >&2; exit 2; }
 VENV=$HERE/.venv
-[[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
-want=$(sha256sum "$HERE/requirements.txt" | cut -d' ' -f1)
-if [[ "$(cat "$VENV/.requirements.sha256" 2>/dev/null || true)" != "$want" ]]; then
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$HERE/requirements.txt"
-  echo "$want" > "$VENV/.requirements.sha256"
-fi
+source "$HERE/../../scripts/venv.sh"
+venv_with "$VENV" "$HERE/requirements.txt"
 read -r PORT APORT < <(python3 -c '
 import socket
 a, b = socket.socket(), socket.socket()

@@ -11,7 +11,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// A spec loaded once.
-#[pyclass(name = "_Engine", frozen)]
+#[pyclass(name = "_Engine", module = "oka_engine._oka_engine", frozen)]
 #[derive(Debug)]
 struct PyEngine {
     engine: Engine,

@@ -1,7 +1,8 @@
 //! The entity file: one row per training example, with the key columns of
 //! every entity the features need, a time column, optional columns for
-//! on-demand arguments (`<feature>.<arg>`, or `<arg>` for every feature that
-//! declares it) and any other columns (labels, ids), which are passed through.
+//! on-demand arguments (`<feature>.<arg>`, `<feature>__<arg>`, or `<arg>` for
+//! every feature that declares it) and any other columns (labels, ids), which
+//! are passed through.
 
 use std::fs::File;
 use std::io::{BufReader, Seek};
@@ -17,7 +18,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use crate::convert;
 use crate::error::TrainingError;
 use crate::inputs::Format;
-use crate::job::Job;
+use crate::job::{ArgInput, Job};
 
 /// Rows per batch read.
 pub const BATCH_ROWS: usize = 8192;
@@ -139,10 +140,9 @@ impl Layout {
         let time = column(time_column, "the row's time (name it with --time-column)")?;
         let args = (job.args.iter())
             .map(|a| {
-                schema
-                    .index_of(&format!("{}.{}", a.feature, a.arg))
-                    .or_else(|_| schema.index_of(&a.arg))
-                    .ok()
+                arg_columns(a)
+                    .iter()
+                    .find_map(|name| schema.index_of(name).ok())
             })
             .collect();
         Ok(Self { keys, time, args })
@@ -238,7 +238,7 @@ fn open_csv(file: &Path, job: &Job<'_>, time_column: &str) -> Result<Opened, Tra
                 Some(convert::arrow_type(&k.ty))
             } else {
                 (job.args.iter())
-                    .find(|a| *name == format!("{}.{}", a.feature, a.arg) || *name == a.arg)
+                    .find(|a| arg_columns(a).contains(name))
                     .map(|a| convert::arrow_type(&a.ty))
             };
             Field::new(name, ty.unwrap_or_else(|| f.data_type().clone()), true)
@@ -251,4 +251,15 @@ fn open_csv(file: &Path, job: &Job<'_>, time_column: &str) -> Result<Opened, Tra
         .build(BufReader::with_capacity(1 << 16, input))
         .map_err(|e| TrainingError::io(file, e))?;
     Ok((Box::new(reader), schema, None))
+}
+
+/// The names an argument's column may have, in the order they are looked for:
+/// `<feature>.<arg>`, `<feature>__<arg>` (where a dot in a column name is a
+/// path, as in Spark SQL), `<arg>`.
+fn arg_columns(a: &ArgInput) -> [String; 3] {
+    [
+        format!("{}.{}", a.feature, a.arg),
+        format!("{}__{}", a.feature, a.arg),
+        a.arg.clone(),
+    ]
 }

@@ -406,6 +406,24 @@ fn the_engine_computes_what_the_training_set_holds() {
             "{name}"
         );
     }
+    // `<feature>__<arg>` names the argument too (Spark SQL reads a dot in a
+    // column name as a path).
+    let fields: Vec<arrow::datatypes::Field> = (input.schema().fields().iter())
+        .map(|f| match f.name().as_str() {
+            "factor" => f.as_ref().clone().with_name("scaled__factor"),
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    let renamed = arrow::array::RecordBatch::try_new(
+        std::sync::Arc::new(arrow::datatypes::Schema::new(fields)),
+        input.columns().to_vec(),
+    )
+    .unwrap();
+    let by_other_name = engine.compute(renamed, &compute).unwrap();
+    assert_eq!(
+        by_other_name.column_by_name("scaled__v").unwrap(),
+        trained.column_by_name("scaled__v").unwrap()
+    );
     // A constant argument fills rows whose column is empty.
     let compute = oka_training::engine::Compute {
         args: vec![("scaled".into(), "factor".into(), serde_json::json!(10.0))],

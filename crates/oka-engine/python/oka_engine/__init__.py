@@ -88,6 +88,15 @@ class Engine:
 
         return compute_partition
 
+    def spark_schema(self, schema: Any, features: Optional[Sequence[str]] = None,
+                     time_column: str = "timestamp") -> Any:
+        """The Spark schema (``StructType``) ``spark_map``'s batches have, for a
+        DataFrame of Spark ``schema``: the second argument of ``mapInArrow``."""
+        from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+        arrow = self.output_schema(to_arrow_schema(schema, timezone="UTC"), features, time_column)
+        return from_arrow_schema(arrow, prefer_timestamp_ntz=False)
+
 
 def _features(features: Optional[Sequence[str]]) -> Optional[list]:
     if features is None:
