@@ -21,7 +21,8 @@ pub struct TrainingArgs {
     spec: PathBuf,
     /// The entity file (Parquet or CSV): the key columns of the features'
     /// entities, a time column, optional columns for on-demand arguments
-    /// (`<feature>.<arg>` or `<arg>`), and any others, passed through.
+    /// (`<feature>.<arg>`, `<feature>__<arg>` or `<arg>`), and any others,
+    /// passed through.
     #[arg(long, value_name = "FILE")]
     entities: PathBuf,
     /// A pipeline feature's history: `FEATURE=PATH`, PATH a file or a glob of
@@ -41,7 +42,7 @@ pub struct TrainingArgs {
     #[arg(long, default_value = "timestamp")]
     time_column: String,
     /// The most memory the history may take, in MiB; a larger history is
-    /// refused with a message, before anything is written.
+    /// spilled to disk by key (beside --out) and joined part by part.
     #[arg(long, value_name = "MIB", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(16..))]
     memory_budget_mib: u64,
     /// No progress lines on stderr.
@@ -85,7 +86,8 @@ pub fn run(args: TrainingArgs, natives: &NativeUdfs) -> Result<ExitCode> {
     let mut last = Instant::now();
     let quiet = args.quiet;
     let mut progress = |p: Progress| {
-        if quiet || last.elapsed() < Duration::from_secs(2) {
+        let news = matches!(p, Progress::Spilling);
+        if quiet || (!news && last.elapsed() < Duration::from_secs(2)) {
             return;
         }
         last = Instant::now();
@@ -106,6 +108,15 @@ pub fn run(args: TrainingArgs, natives: &NativeUdfs) -> Result<ExitCode> {
         started.elapsed().as_secs_f64(),
         summary.history_records
     );
+    if !summary.spilled.is_empty() {
+        let parts: Vec<String> = (summary.spilled.iter())
+            .map(|(f, n)| format!("`{f}` in {n} parts"))
+            .collect();
+        eprintln!(
+            "  history spilled to disk by key (it passed --memory-budget-mib): {}",
+            parts.join(", ")
+        );
+    }
     for (name, counts) in &summary.statuses {
         let mut parts: Vec<String> = ["present", "missing", "expired", "error"]
             .iter()
@@ -122,6 +133,9 @@ pub fn run(args: TrainingArgs, natives: &NativeUdfs) -> Result<ExitCode> {
 fn describe(p: Progress) -> String {
     match p {
         Progress::History { records } => format!("{records} history records read"),
+        Progress::Spilling => {
+            "the history passes --memory-budget-mib: spilling it to disk by key".to_owned()
+        }
         Progress::Rows {
             done,
             total,

@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use oka_core::{EntityKey, FeatureId, Query, Timestamp};
+use oka_core::{EntityKey, FeatureId, Query, Timestamp, Value};
 
 use crate::entities::EntityBatch;
 use crate::error::TrainingError;
@@ -91,10 +91,7 @@ fn compute_rows<R: Reads + ?Sized>(
     let mut args = Vec::with_capacity(batch.args.len());
     let mut out = Vec::with_capacity(rows.len());
     for i in rows {
-        keys.clear();
-        keys.extend(batch.keys.iter().map(|k| k[i].clone()));
-        args.clear();
-        args.extend(batch.args.iter().map(|a| a[i].clone()));
+        row_values(batch, i, &mut keys, &mut args);
         let time = batch.times[i];
         let input = RowInput {
             keys: &keys,
@@ -112,4 +109,17 @@ fn compute_rows<R: Reads + ?Sized>(
         out.push(results);
     }
     Ok(out)
+}
+
+/// Row `i`'s key and argument values (for a [`RowInput`]), into reused buffers.
+pub(crate) fn row_values(
+    batch: &EntityBatch,
+    i: usize,
+    keys: &mut Vec<Value>,
+    args: &mut Vec<Value>,
+) {
+    keys.clear();
+    keys.extend(batch.keys.iter().map(|k| k[i].clone()));
+    args.clear();
+    args.extend(batch.args.iter().map(|a| a[i].clone()));
 }

@@ -75,7 +75,7 @@ pub enum TrainingError {
     },
     /// The history held in memory would pass the budget.
     #[error(
-        "the history read so far ({records} records, about {used_mib} MiB, last from {file}) passes --memory-budget {budget_mib} MiB: raise --memory-budget, or make the training set from fewer entities' history"
+        "the history read so far ({records} records, about {used_mib} MiB, last from {file}) passes --memory-budget-mib {budget_mib}"
     )]
     OverBudget {
         /// Records loaded when the budget was passed.
@@ -86,6 +86,22 @@ pub enum TrainingError {
         budget_mib: u64,
         /// The file being read.
         file: PathBuf,
+    },
+    /// Spilled, one part of a feature's history still passes the budget: a
+    /// key with more history than the budget, or a history too large for the
+    /// most parts.
+    #[error(
+        "the history of `{feature}`, split into {parts} parts by key, still holds about {part_mib} MiB in one part, more than --memory-budget-mib {budget_mib}: raise --memory-budget-mib (a key with a very long history cannot be split)"
+    )]
+    PartOverBudget {
+        /// The pipeline feature.
+        feature: String,
+        /// The largest part's approximate size.
+        part_mib: u64,
+        /// Parts.
+        parts: usize,
+        /// The budget.
+        budget_mib: u64,
     },
     /// A row's request could not be prepared (the spec needs something a
     /// training set does not give, e.g. a `last_n` without `n`).

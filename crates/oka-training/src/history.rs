@@ -188,27 +188,45 @@ pub fn load(
     budget: &mut Budget,
     stop: &AtomicBool,
 ) -> Result<(), TrainingError> {
+    read(feature, files, stop, &mut |key, row, file| {
+        budget.take(held_size(&key, &row), file)?;
+        history.push(key, row);
+        Ok(())
+    })?;
+    history.finish();
+    Ok(())
+}
+
+/// About how much memory a record takes when held.
+pub fn held_size(key: &EntityKey, row: &Row) -> usize {
+    row.approx_size() + key.as_str().len() + RECORD_OVERHEAD
+}
+
+/// Reads `files` (a pipeline feature's history, in the ingest record format)
+/// in order, giving each record with its file to `add`; stops early when
+/// `stop` is set.
+pub fn read(
+    feature: &Feature,
+    files: &[PathBuf],
+    stop: &AtomicBool,
+    add: &mut dyn FnMut(EntityKey, Row, &Path) -> Result<(), TrainingError>,
+) -> Result<(), TrainingError> {
     let parser =
         RecordParser::new(&feature.entity, MAX_TIME, &TimeBounds::default()).requiring_time();
     for file in files {
-        let mut add = |key: EntityKey, row: Row| -> Result<(), TrainingError> {
-            budget.take(
-                row.approx_size() + key.as_str().len() + RECORD_OVERHEAD,
-                file,
-            )?;
-            history.push(key, row);
-            Ok(())
-        };
+        let mut add = |key: EntityKey, row: Row| add(key, row, file);
         match Format::of(file)? {
             Format::Parquet => load_parquet(&parser, &feature.name, file, &mut add, stop)?,
-            Format::Csv => load_lines(
-                &parser,
-                &feature.name,
-                file,
-                LineFormat::Csv,
-                &mut add,
-                stop,
-            )?,
+            Format::Csv => {
+                load_lines(
+                    &parser,
+                    &feature.name,
+                    file,
+                    LineFormat::Csv,
+                    &mut add,
+                    stop,
+                )?;
+            }
             Format::JsonLines => {
                 load_lines(
                     &parser,
@@ -224,7 +242,6 @@ pub fn load(
             return Ok(());
         }
     }
-    history.finish();
     Ok(())
 }
 

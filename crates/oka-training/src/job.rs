@@ -215,12 +215,7 @@ impl<'r> Job<'r> {
         row: &RowInput<'_>,
         read: &mut dyn FnMut(FeatureId, &EntityKey, &Query) -> Answer,
     ) -> Result<RowResult, RowError> {
-        let request = self.request(row);
-        let limits = RequestLimits::default();
-        let prepared = self
-            .registry
-            .prepare_with(&request, row.time, &limits)
-            .map_err(|e| RowError::Request(e.message))?;
+        let prepared = self.prepare(row)?;
         let mut expired: HashSet<FeatureId> = HashSet::new();
         let fetched = Fetched::read_all(&prepared, |fetch| {
             fetch
@@ -250,6 +245,26 @@ impl<'r> Job<'r> {
                 self.status(t.feature, outcome, &expired, &failures)
             })
             .collect())
+    }
+
+    /// The reads one row's request makes, in the order [`Self::compute`] asks
+    /// for them: per read, its pipeline feature, key and query.
+    pub fn fetches(
+        &self,
+        row: &RowInput<'_>,
+    ) -> Result<Vec<(FeatureId, EntityKey, Query)>, RowError> {
+        let prepared = self.prepare(row)?;
+        Ok(prepared
+            .fetches()
+            .flat_map(|(_, f)| f.keys.iter().map(move |k| (f.feature, k.clone(), f.query)))
+            .collect())
+    }
+
+    fn prepare(&self, row: &RowInput<'_>) -> Result<oka_core::request::Prepared, RowError> {
+        let request = self.request(row);
+        self.registry
+            .prepare_with(&request, row.time, &RequestLimits::default())
+            .map_err(|e| RowError::Request(e.message))
     }
 
     /// The request a model server would have sent for this row.

@@ -13,6 +13,8 @@
 //! - [`convert`]: Arrow columns ↔ Oka values by spec type.
 //! - [`output`]: the Parquet output, renamed into place when complete.
 //! - [`run`]: the whole of `oka training-set`.
+//! - [`spill`]: the reads answered on disk when the history passes the
+//!   memory budget.
 //! - [`engine`]: the last step alone, over a table that holds the pipeline
 //!   features (the Python package `oka-engine`).
 
@@ -26,6 +28,7 @@ pub mod inputs;
 pub mod job;
 pub mod output;
 pub mod run;
+pub mod spill;
 
 pub use error::TrainingError;
 pub use job::{Job, RowInput, Status};

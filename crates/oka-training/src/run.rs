@@ -2,19 +2,20 @@
 //! then read the entity file batch by batch, compute each row, write it.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use oka_core::{FeatureId, Registry};
 
 use crate::compute;
-use crate::entities::EntityReader;
+use crate::entities::{EntityBatch, EntityReader};
 use crate::error::TrainingError;
 use crate::history::{self, Budget, FeatureHistory};
 use crate::inputs;
 use crate::job::{Job, RowResult, Status};
 use crate::output::{self, Output};
+use crate::spill::{self, SpillInputs, Spilled};
 
 /// What to make.
 #[derive(Debug, Clone)]
@@ -41,6 +42,8 @@ pub enum Progress {
         /// Records read.
         records: u64,
     },
+    /// The history passes the memory budget: it is being spilled to disk.
+    Spilling,
     /// Computing: rows done of the total (when known).
     Rows {
         /// Rows done.
@@ -60,8 +63,11 @@ pub struct Summary {
     /// Per target: its name and how many rows had each status (`error` counted
     /// as one).
     pub statuses: Vec<(String, HashMap<&'static str, u64>)>,
-    /// History records held.
+    /// History records read.
     pub history_records: u64,
+    /// When the history was spilled to disk: per feature, the parts it was
+    /// split into by key.
+    pub spilled: Vec<(String, usize)>,
 }
 
 /// Makes the training set `options` describe from `registry`'s features.
@@ -78,20 +84,7 @@ pub fn run(
     // The entity file is checked before any history is read.
     let mut entities = EntityReader::open(&options.entities, &job, &options.time_column)?;
     let schema = output::schema(entities.schema(), &job)?;
-    let mut budget = Budget::new(options.memory_budget);
-    let mut histories: Vec<FeatureHistory> = Vec::new();
-    for (id, paths) in files {
-        let feature = registry.feature(id);
-        let mut h = FeatureHistory::new(id, feature);
-        history::load(&mut h, feature, &paths, &mut budget, stop)?;
-        if stop.load(Ordering::Relaxed) {
-            return Err(TrainingError::Interrupted { rows: 0 });
-        }
-        histories.push(h);
-        progress(Progress::History {
-            records: budget.records(),
-        });
-    }
+    let mut source = load(registry, &job, &files, options, stop, progress)?;
     let mut out = Output::create(&options.out, schema)?;
     let mut summary = Summary {
         statuses: job
@@ -99,7 +92,11 @@ pub fn run(
             .iter()
             .map(|t| (t.name.clone(), HashMap::new()))
             .collect(),
-        history_records: budget.records(),
+        history_records: source.records(),
+        spilled: match &source {
+            Source::Memory { .. } => Vec::new(),
+            Source::Spilled(s) => s.parts.clone(),
+        },
         ..Summary::default()
     };
     let started = Instant::now();
@@ -107,8 +104,7 @@ pub fn run(
         if stop.load(Ordering::Relaxed) {
             return Err(TrainingError::Interrupted { rows: summary.rows });
         }
-        let results =
-            compute::compute_batch(&job, histories.as_slice(), &batch, &options.entities)?;
+        let results = source.compute(&job, &batch, &options.entities)?;
         count(&mut summary, &results);
         out.write(&job, &batch.batch, &results)?;
         summary.rows += batch.times.len() as u64;
@@ -120,6 +116,90 @@ pub fn run(
     }
     out.finish()?;
     Ok(summary)
+}
+
+/// Where the rows' reads are answered from.
+enum Source<'r> {
+    /// Every history held in memory.
+    Memory {
+        histories: Vec<FeatureHistory>,
+        records: u64,
+    },
+    /// Answered on disk, the history partitioned by key ([`spill`]).
+    Spilled(Spilled<'r>),
+}
+
+impl Source<'_> {
+    fn records(&self) -> u64 {
+        match self {
+            Self::Memory { records, .. } => *records,
+            Self::Spilled(s) => s.records,
+        }
+    }
+
+    fn compute(
+        &mut self,
+        job: &Job<'_>,
+        batch: &EntityBatch,
+        file: &Path,
+    ) -> Result<Vec<RowResult>, TrainingError> {
+        match self {
+            Self::Memory { histories, .. } => {
+                compute::compute_batch(job, histories.as_slice(), batch, file)
+            }
+            Self::Spilled(s) => {
+                let reads = s.reads(batch.first_row - 1, batch.times.len())?;
+                let results = compute::compute_batch(job, &reads, batch, file)?;
+                reads.check(file)?;
+                Ok(results)
+            }
+        }
+    }
+}
+
+/// Holds every history in memory when it fits the budget; else spills.
+fn load<'r>(
+    registry: &'r Registry,
+    job: &Job<'_>,
+    files: &[(FeatureId, Vec<PathBuf>)],
+    options: &Options,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Source<'r>, TrainingError> {
+    let mut budget = Budget::new(options.memory_budget);
+    let mut histories: Vec<FeatureHistory> = Vec::new();
+    for (id, paths) in files {
+        let feature = registry.feature(*id);
+        let mut h = FeatureHistory::new(*id, feature);
+        match history::load(&mut h, feature, paths, &mut budget, stop) {
+            Ok(()) => {}
+            Err(TrainingError::OverBudget { .. }) => {
+                drop((h, histories));
+                progress(Progress::Spilling);
+                let inputs = SpillInputs {
+                    entities: &options.entities,
+                    time_column: &options.time_column,
+                    out: &options.out,
+                    budget: options.memory_budget,
+                };
+                return Ok(Source::Spilled(spill::prepare(
+                    registry, job, files, &inputs, stop,
+                )?));
+            }
+            Err(e) => return Err(e),
+        }
+        if stop.load(Ordering::Relaxed) {
+            return Err(TrainingError::Interrupted { rows: 0 });
+        }
+        histories.push(h);
+        progress(Progress::History {
+            records: budget.records(),
+        });
+    }
+    Ok(Source::Memory {
+        histories,
+        records: budget.records(),
+    })
 }
 
 /// Each pipeline feature the job reads, with its history files.

@@ -2,7 +2,11 @@
 //! with event time ≤ t written in event-time order (file order among equal
 //! times), the clock reading each record's time as it is written and `t` when read.
 
+mod common;
+
 use std::collections::VecDeque;
+
+use common::Lcg;
 
 use oka_core::{EntityKey, NativeUdfs, Query, Registry, Row, Timestamp, Value};
 use oka_storage::history::{expired, insert, select};
@@ -19,18 +23,6 @@ features:
   plain: {kind: pipeline, entity: E, history: 4}
   ttl: {kind: pipeline, entity: E, history: 3, ttl_s: 0.000025}
 "#;
-
-/// A small deterministic generator (no dependency for a test).
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (self.0 >> 33) % n
-    }
-}
 
 fn row(t: i64, v: i64) -> Row {
     Row::new(

@@ -2,6 +2,8 @@
 //! the file, column and row named and no output written.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod common;
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,7 +14,8 @@ use arrow::datatypes::{DataType, Field, Schema};
 use oka_core::{FieldType, NativeUdfs, Registry, Timestamp, Value};
 use oka_training::{Options, TrainingError, convert};
 use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+use common::{dir, read};
 
 const SPEC: &str = r#"
 version: 1
@@ -34,13 +37,6 @@ features:
     output: {fields: {v: float, at: timestamp}}
     udf: {expr: {v: "profile.balance * factor", at: "now"}}
 "#;
-
-fn dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("oka-training-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn write(path: &Path, text: &str) -> String {
     std::fs::write(path, text).unwrap();
@@ -77,15 +73,6 @@ fn options(d: &Path, entities: &str) -> Options {
 fn run(o: &Options) -> Result<oka_training::Summary, TrainingError> {
     let registry = Registry::from_yaml("spec", SPEC, &NativeUdfs::new()).unwrap();
     oka_training::run(&registry, o, &AtomicBool::new(false), &mut |_| {})
-}
-
-fn read(path: &Path) -> RecordBatch {
-    let r = ParquetRecordBatchReaderBuilder::try_new(File::open(path).unwrap())
-        .unwrap()
-        .build()
-        .unwrap();
-    let batches: Vec<RecordBatch> = r.map(Result::unwrap).collect();
-    arrow::compute::concat_batches(&batches[0].schema(), &batches).unwrap()
 }
 
 fn column(b: &RecordBatch, name: &str, ty: &FieldType) -> Vec<Value> {
@@ -245,10 +232,13 @@ fn refused(o: &Options) -> String {
                 .unwrap()
                 .file_name()
                 .to_string_lossy()
-                .contains("partial")
+                .starts_with('.')
         })
         .count();
-    assert_eq!(partial, 0, "a partial file was left: {e}");
+    assert_eq!(
+        partial, 0,
+        "a partial file or spill directory was left: {e}"
+    );
     e
 }
 
@@ -335,10 +325,15 @@ fn bad_input_is_refused_with_its_place_and_no_output() {
     let mut o = options(&d, "user_id,timestamp\nu1,1000\n");
     o.history[1].1 = d.join("none-*.csv").display().to_string();
     assert!(refused(&o).contains("matches no file"));
-    // A history larger than the budget.
+    // A history larger than the budget is spilled to disk by key, but one
+    // key's history larger than the budget cannot be split.
     let mut o = options(&d, "user_id,timestamp\nu1,1000\n");
     o.memory_budget = 200;
-    assert!(refused(&o).contains("--memory-budget"));
+    let e = refused(&o);
+    assert!(
+        e.contains("--memory-budget-mib") && e.contains("cannot be split"),
+        "{e}"
+    );
 }
 
 #[test]
