@@ -99,8 +99,12 @@ impl Output {
             std::process::id()
         ));
         let file = File::create(&tmp).map_err(|e| TrainingError::os(&tmp, &e))?;
+        // Row groups of 64 Ki rows: the writer buffers one, so memory stays
+        // bounded whatever the row count (the default, 1 Mi rows of every
+        // feature's columns, is hundreds of MiB).
         let props = WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(Some(1 << 16))
             .build();
         let writer = ArrowWriter::try_new(file, Arc::clone(&schema), Some(props))
             .map_err(|e| TrainingError::io(&tmp, e));
