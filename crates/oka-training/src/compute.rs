@@ -53,31 +53,9 @@ pub fn compute_batch<R: Reads + ?Sized>(
     batch: &EntityBatch,
     file: &Path,
 ) -> Result<Vec<RowResult>, TrainingError> {
-    let n = batch.times.len();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |p| p.get())
-        .min(n.max(1));
-    let chunk = n.div_ceil(threads.max(1)).max(1);
-    let parts: Vec<Result<Vec<RowResult>, TrainingError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..n)
-            .step_by(chunk)
-            .map(|lo| {
-                s.spawn(move || compute_rows(job, reads, batch, file, lo..(lo + chunk).min(n)))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(TrainingError::io(file, "a worker thread panicked")))
-            })
-            .collect()
-    });
-    let mut out = Vec::with_capacity(n);
-    for part in parts {
-        out.extend(part?);
-    }
-    Ok(out)
+    par_rows(batch.times.len(), file, |rows| {
+        compute_rows(job, reads, batch, file, rows)
+    })
 }
 
 fn compute_rows<R: Reads + ?Sized>(
@@ -122,4 +100,36 @@ pub(crate) fn row_values(
     keys.extend(batch.keys.iter().map(|k| k[i].clone()));
     args.clear();
     args.extend(batch.args.iter().map(|a| a[i].clone()));
+}
+
+/// `each` over the rows `0..n`, split into one range per core; the results in
+/// row order.
+pub(crate) fn par_rows<T: Send>(
+    n: usize,
+    file: &Path,
+    each: impl Fn(std::ops::Range<usize>) -> Result<Vec<T>, TrainingError> + Sync,
+) -> Result<Vec<T>, TrainingError> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |p| p.get())
+        .min(n.max(1));
+    let chunk = n.div_ceil(threads.max(1)).max(1);
+    let each = &each;
+    let parts: Vec<Result<Vec<T>, TrainingError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .step_by(chunk)
+            .map(|lo| s.spawn(move || each(lo..(lo + chunk).min(n))))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(TrainingError::io(file, "a worker thread panicked")))
+            })
+            .collect()
+    });
+    let mut out = Vec::with_capacity(n);
+    for part in parts {
+        out.extend(part?);
+    }
+    Ok(out)
 }

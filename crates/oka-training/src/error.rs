@@ -75,7 +75,7 @@ pub enum TrainingError {
     },
     /// The history held in memory would pass the budget.
     #[error(
-        "the history read so far ({records} records, about {used_mib} MiB, last from {file}) passes --memory-budget-mib {budget_mib}"
+        "the history read so far ({records} records, about {used_mib} MiB, last from {file}) passes half of --memory-budget-mib {budget_mib}"
     )]
     OverBudget {
         /// Records loaded when the budget was passed.
@@ -91,7 +91,7 @@ pub enum TrainingError {
     /// key with more history than the budget, or a history too large for the
     /// most parts.
     #[error(
-        "the history of `{feature}`, split into {parts} parts by key, still holds about {part_mib} MiB in one part, more than --memory-budget-mib {budget_mib}: raise --memory-budget-mib (a key with a very long history cannot be split)"
+        "the history of `{feature}`, split into {parts} parts by key, still holds about {part_mib} MiB in one part, more than half of --memory-budget-mib {budget_mib}: raise --memory-budget-mib (a key with a very long history cannot be split)"
     )]
     PartOverBudget {
         /// The pipeline feature.

@@ -80,7 +80,7 @@ impl Budget {
     fn take(&mut self, bytes: usize, file: &Path) -> Result<(), TrainingError> {
         self.used += bytes as u64;
         self.records += 1;
-        if self.used > self.limit {
+        if self.used > held_limit(self.limit) {
             return Err(TrainingError::OverBudget {
                 records: self.records,
                 used_mib: self.used >> 20,
@@ -90,6 +90,14 @@ impl Budget {
         }
         Ok(())
     }
+}
+
+/// How much of a memory budget held records may take by [`held_size`]: half.
+/// The rest is the estimate's error, the vectors' growth and sort buffers,
+/// the entity batch and the output's row group, so that the process's peak
+/// stays near the budget.
+pub fn held_limit(budget: u64) -> u64 {
+    budget / 2
 }
 
 /// Per-record bookkeeping beyond the row itself (map entry, vector slot).

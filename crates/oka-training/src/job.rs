@@ -88,6 +88,9 @@ pub enum RowError {
     Execute(oka_core::execute::ExecuteError),
 }
 
+/// One pipeline read of a row: the feature, the key and the query.
+pub type Read = (FeatureId, EntityKey, Query);
+
 /// One row's results: per target, in target order, its status and record.
 pub type RowResult = Vec<(Status, Option<Row>)>;
 

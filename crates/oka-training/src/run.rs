@@ -166,6 +166,23 @@ fn load<'r>(
     stop: &AtomicBool,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Source<'r>, TrainingError> {
+    let spilled = |progress: &mut dyn FnMut(Progress)| {
+        progress(Progress::Spilling);
+        let inputs = SpillInputs {
+            entities: &options.entities,
+            time_column: &options.time_column,
+            out: &options.out,
+            budget: options.memory_budget,
+        };
+        Ok(Source::Spilled(spill::prepare(
+            registry, job, files, &inputs, stop,
+        )?))
+    };
+    // Files far larger than the budget are not tried in memory first.
+    let all: Vec<PathBuf> = files.iter().flat_map(|(_, p)| p.iter().cloned()).collect();
+    if spill::estimate(&all)? > options.memory_budget {
+        return spilled(progress);
+    }
     let mut budget = Budget::new(options.memory_budget);
     let mut histories: Vec<FeatureHistory> = Vec::new();
     for (id, paths) in files {
@@ -175,16 +192,7 @@ fn load<'r>(
             Ok(()) => {}
             Err(TrainingError::OverBudget { .. }) => {
                 drop((h, histories));
-                progress(Progress::Spilling);
-                let inputs = SpillInputs {
-                    entities: &options.entities,
-                    time_column: &options.time_column,
-                    out: &options.out,
-                    budget: options.memory_budget,
-                };
-                return Ok(Source::Spilled(spill::prepare(
-                    registry, job, files, &inputs, stop,
-                )?));
+                return spilled(progress);
             }
             Err(e) => return Err(e),
         }

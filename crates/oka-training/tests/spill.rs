@@ -8,7 +8,7 @@
 mod common;
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use oka_core::{NativeUdfs, Registry};
@@ -195,13 +195,28 @@ fn a_spilled_training_set_is_the_one_made_in_memory() {
     {
         assert_eq!(x, y, "column {name} differs");
     }
+    // A budget the files' sizes say is enough, which the history passes only
+    // once held: found while loading, then spilled; the same file again.
+    let files: Vec<PathBuf> = ["profile.jsonl", "txn.jsonl", "merchant.jsonl"]
+        .iter()
+        .map(|f| d.join(f))
+        .collect();
+    let late_out = d.join("late.parquet");
+    let late = Options {
+        out: late_out.clone(),
+        memory_budget: oka_training::spill::estimate(&files).unwrap(),
+        ..o.clone()
+    };
+    let late_spilled = run(&late, &never, &mut |_| {}).unwrap();
+    assert!(!late_spilled.spilled.is_empty(), "not spilled");
+    assert_eq!(read(&late_out), a);
     // Every status occurs, so the comparison covers them.
     let statuses = format!("{:?}", held.statuses);
     for s in ["present", "missing", "expired"] {
         assert!(statuses.contains(s), "{statuses}");
     }
     assert_eq!(
-        leftovers(&d, &["memory.parquet", "spilled.parquet"]),
+        leftovers(&d, &["memory.parquet", "spilled.parquet", "late.parquet"]),
         Vec::<String>::new()
     );
 }

@@ -34,11 +34,11 @@ use oka_core::{Entity, EntityKey, Feature, FeatureId, Query, Registry, Timestamp
 
 use self::records::{Fields, In, Out, Request};
 use crate::compute::{self, Reads};
-use crate::entities::EntityReader;
+use crate::entities::{EntityBatch, EntityReader};
 use crate::error::TrainingError;
 use crate::history::{self, Answer, FeatureHistory};
 use crate::inputs::Format;
-use crate::job::{Job, RowInput};
+use crate::job::{Job, Read, RowInput};
 
 /// The fewest and most parts a history is split into (the most bounds the
 /// files open at once).
@@ -177,9 +177,10 @@ fn part_of(key: &EntityKey, parts: usize) -> usize {
     (h.finish() % parts as u64) as usize
 }
 
-/// Parts for `bytes` of held history: each part at most half the budget.
+/// Parts for `bytes` of held history: each part at most half what the
+/// budget may hold, so that an uneven split still fits.
 fn parts_for(bytes: u64, budget: u64) -> usize {
-    let parts = (bytes.saturating_mul(2)).div_ceil(budget.max(1));
+    let parts = (bytes.saturating_mul(2)).div_ceil(history::held_limit(budget).max(1));
     usize::try_from(parts)
         .unwrap_or(MAX_PARTS)
         .next_power_of_two()
@@ -187,7 +188,7 @@ fn parts_for(bytes: u64, budget: u64) -> usize {
 }
 
 /// About how much memory `files` take when held (Parquet is compressed).
-fn estimate(files: &[PathBuf]) -> Result<u64, TrainingError> {
+pub fn estimate(files: &[PathBuf]) -> Result<u64, TrainingError> {
     let mut bytes = 0u64;
     for f in files {
         let len = std::fs::metadata(f)
@@ -215,7 +216,7 @@ fn partition_history(
     loop {
         let (split, sizes) = split_history(feature, index, paths, dir, parts, stop)?;
         let largest = sizes.iter().copied().max().unwrap_or(0);
-        if largest <= budget {
+        if largest <= history::held_limit(budget) {
             return Ok(split);
         }
         let needed = parts_for(sizes.iter().sum(), budget);
@@ -273,23 +274,15 @@ fn write_requests(
         .map(|i| Out::create(dir.file(&format!("f{i}-requests"))))
         .collect::<Result<Vec<_>, _>>()?;
     let mut reader = EntityReader::open(inputs.entities, job, inputs.time_column)?;
-    let (mut keys, mut args, mut payload): (Vec<Value>, Vec<Value>, Vec<u8>) = Default::default();
+    let mut payload = Vec::new();
     let mut row = 0u64;
     while let Some(batch) = reader.next_batch(job)? {
         interrupted(stop)?;
-        for i in 0..batch.times.len() {
-            compute::row_values(&batch, i, &mut keys, &mut args);
+        let reads = compute::par_rows(batch.times.len(), inputs.entities, |rows| {
+            row_reads(job, &batch, rows, inputs.entities)
+        })?;
+        for (i, fetches) in reads.into_iter().enumerate() {
             let time = batch.times[i];
-            let input = RowInput {
-                keys: &keys,
-                time,
-                args: &args,
-            };
-            let fetches = job.fetches(&input).map_err(|why| TrainingError::Request {
-                file: inputs.entities.to_owned(),
-                row: batch.first_row + i as u64,
-                why: why.to_string(),
-            })?;
             for (feature, key, query) in fetches {
                 let Some(f) = files.iter().position(|(id, _)| *id == feature) else {
                     return Err(unanswered(inputs.entities, row));
@@ -309,6 +302,30 @@ fn write_requests(
         }
     }
     outs.into_iter().map(Out::finish).collect()
+}
+
+/// The reads of `rows` of `batch`, each as [`Job::compute`] would make them.
+fn row_reads(
+    job: &Job<'_>,
+    batch: &EntityBatch,
+    rows: std::ops::Range<usize>,
+    file: &Path,
+) -> Result<Vec<Vec<Read>>, TrainingError> {
+    let (mut keys, mut args): (Vec<Value>, Vec<Value>) = Default::default();
+    rows.map(|i| {
+        compute::row_values(batch, i, &mut keys, &mut args);
+        let input = RowInput {
+            keys: &keys,
+            time: batch.times[i],
+            args: &args,
+        };
+        job.fetches(&input).map_err(|why| TrainingError::Request {
+            file: file.to_owned(),
+            row: batch.first_row + i as u64,
+            why: why.to_string(),
+        })
+    })
+    .collect()
 }
 
 fn unanswered(file: &Path, row: u64) -> TrainingError {
