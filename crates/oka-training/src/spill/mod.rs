@@ -183,6 +183,7 @@ fn parts_for(bytes: u64, budget: u64) -> usize {
     let parts = (bytes.saturating_mul(2)).div_ceil(history::held_limit(budget).max(1));
     usize::try_from(parts)
         .unwrap_or(MAX_PARTS)
+        .min(MAX_PARTS)
         .next_power_of_two()
         .clamp(MIN_PARTS, MAX_PARTS)
 }
@@ -450,12 +451,12 @@ impl Spilled<'_> {
                         p
                     }
                 };
-                let mut fields = Fields::new(&payload, &a.path);
-                let (row, query, key, answer) = records::answer(&mut fields, a.entity)?;
-                if row >= end {
+                if Fields::new(&payload, &a.path).u64()? >= end {
                     a.pending = Some(payload);
                     break;
                 }
+                let mut fields = Fields::new(&payload, &a.path);
+                let (row, query, key, answer) = records::answer(&mut fields, a.entity)?;
                 let at = usize::try_from(row - first).map_err(|_| a.input.damaged("row"))?;
                 answers.insert((at, a.feature, key, query), answer);
             }
@@ -510,5 +511,19 @@ impl Reads for SpilledReads {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_a_power_of_two_within_bounds() {
+        assert_eq!(parts_for(0, 1 << 30), MIN_PARTS);
+        assert_eq!(parts_for(u64::MAX, 1), MAX_PARTS);
+        assert_eq!(parts_for(u64::MAX, 0), MAX_PARTS);
+        // 10 GiB held, a 1 GiB budget (512 MiB of history): 40 parts of half that, rounded up.
+        assert_eq!(parts_for(10 << 30, 1 << 30), 64);
     }
 }
