@@ -21,12 +21,8 @@ mkdir -p "$WORK"
 source "$ROOT/scripts/venv.sh"
 VENV=$ROOT/target/feast/venv
 venv_with "$VENV" "$ROOT/tests/feast/requirements.txt"
-DATA=$WORK/data-$ROWS-$RECORDS
-if [[ ! -f $DATA/entities.parquet ]]; then
-  rm -rf "$DATA"
-  "$VENV/bin/python" "$HERE/make_data.py" "$DATA" "$ROWS" "$RECORDS"
-fi
-(cd "$ROOT" && cargo build --release --locked -q --bin oka)
+source "$HERE/data.sh"
+bench_data "$VENV/bin/python" "$ROWS" "$RECORDS"
 
 rm -rf "$WORK/feast-repo"
 /usr/bin/time -f '%e %M' -o "$WORK/time-feast" timeout 3600 \

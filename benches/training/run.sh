@@ -21,12 +21,8 @@ mkdir -p "$WORK"
 source "$ROOT/scripts/venv.sh"
 venv_with "$WORK/venv" "$HERE/requirements.txt"
 
-DATA=$WORK/data-$ROWS-$RECORDS
-if [[ ! -f $DATA/entities.parquet ]]; then
-  rm -rf "$DATA"
-  "$WORK/venv/bin/python" "$HERE/make_data.py" "$DATA" "$ROWS" "$RECORDS"
-fi
-(cd "$ROOT" && cargo build --release --locked -q --bin oka)
+source "$HERE/data.sh"
+bench_data "$WORK/venv/bin/python" "$ROWS" "$RECORDS"
 BIN=$ROOT/target/release/oka
 
 echo "entity rows: $ROWS, history records: $RECORDS, 10 features; $(nproc) cores"
