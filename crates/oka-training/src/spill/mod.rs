@@ -1,15 +1,16 @@
 //! Training sets whose history does not fit `--memory-budget-mib`: each
 //! pipeline feature's history is partitioned by key onto disk and joined with
 //! the rows' reads one partition at a time, so memory holds one partition's
-//! history (at most the budget) whatever the history's size, and the answers
+//! history (at most [`history::held_limit`] of the budget) whatever the
+//! history's size, and the answers
 //! are those of the in-memory run (the same [`FeatureHistory`] rules per key).
 //!
 //! 1. Each feature's history is split into parts by a hash of the key, in
 //!    input order (equal event times keep their file order). The number of
 //!    parts is chosen from the files' sizes, and raised (the history split
-//!    again) until each part's history fits the budget.
+//!    again) until each part's history fits.
 //! 2. The entity file is read once: each row's request is prepared as
-//!    [`Job::compute`] prepares it, and each read (row, time, query, key) is
+//!    [`Job::compute`] prepares it (on every core), and each read (row, time, query, key) is
 //!    appended to its feature's request file, in row order.
 //! 3. Per feature: the requests are split by the same hash; per part, its
 //!    history is loaded and each request answered, in row order; the parts'
