@@ -12,7 +12,7 @@
 //! - [`entities`]: the entity file, read in batches.
 //! - [`convert`]: Arrow columns ↔ Oka values by spec type.
 //! - [`output`]: the Parquet output, renamed into place when complete.
-//! - [`run`]: the whole of `oka training-set`.
+//! - [`run`](mod@run): the whole of `oka training-set`.
 //! - [`spill`]: the reads answered on disk when the history passes the
 //!   memory budget.
 //! - [`engine`]: the last step alone, over a table that holds the pipeline
