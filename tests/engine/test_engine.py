@@ -162,6 +162,8 @@ def test_refusals_name_the_thing():
         engine.compute(INPUT, features=["scaled"], args={"scaled": {"facter": 1.0}})
     with pytest.raises(ValueError, match=r"args\[scaled\]\[factor\]"):
         engine.compute(INPUT, features=["scaled"], args={"scaled": {"factor": "high"}})
+    with pytest.raises(ValueError, match=r"args must be a dict"):
+        engine.compute(INPUT, features=["scaled"], args=[("scaled", 2.0)])
     with pytest.raises(TypeError, match=r"pyarrow Table"):
         engine.compute(42)
 

@@ -24,17 +24,20 @@ fn compute_of(
 ) -> PyResult<Compute> {
     let parsed: serde_json::Value =
         serde_json::from_str(args_json).map_err(|e| PyValueError::new_err(format!("args: {e}")))?;
+    let serde_json::Value::Object(by_feature) = parsed else {
+        return Err(PyValueError::new_err(
+            "args must be a dict of {feature: {argument: value}}",
+        ));
+    };
     let mut args = Vec::new();
-    if let serde_json::Value::Object(by_feature) = parsed {
-        for (feature, given) in by_feature {
-            let serde_json::Value::Object(given) = given else {
-                return Err(PyValueError::new_err(format!(
-                    "args[{feature:?}] must be a dict of argument values"
-                )));
-            };
-            for (arg, value) in given {
-                args.push((feature.clone(), arg, value));
-            }
+    for (feature, given) in by_feature {
+        let serde_json::Value::Object(given) = given else {
+            return Err(PyValueError::new_err(format!(
+                "args[{feature:?}] must be a dict of argument values"
+            )));
+        };
+        for (arg, value) in given {
+            args.push((feature.clone(), arg, value));
         }
     }
     Ok(Compute {
