@@ -7,7 +7,8 @@
 //! its key as `Authorization: Bearer <key>` or `X-API-Key: <key>`. Keys are
 //! compared in constant time and never logged or echoed, not even in the errors
 //! about a malformed line. Health, readiness, metrics and stats (the admin port)
-//! are open; reload needs an `admin` key once one is configured.
+//! are open; reload and the console (`/ui`) need an `admin` key once one is
+//! configured.
 
 use axum::http::HeaderMap;
 use oka_core::ErrorCode;

@@ -128,6 +128,8 @@ impl ApiError {
         let mut resp = (status, body).into_response();
         resp.headers_mut()
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        // For the live statistics: shed or failed (see `router::tracked`).
+        resp.extensions_mut().insert(self.code);
         if let Some((name, value)) = status_header(status) {
             resp.headers_mut()
                 .insert(name, HeaderValue::from_static(value));

@@ -14,12 +14,15 @@
 //!   `prometheus-client` at scrape time) and Volga-style windowed stats.
 //! - [`state`]: what handlers share (atomically reloadable), admission control;
 //!   [`auth`]: API keys; [`catalog`]: the registry as JSON.
+//! - [`console`]: `/ui` on the admin port (the registry, lineage, live health
+//!   and a try-it form in the browser).
 //! - [`runtime`]: per-core worker threads on `SO_REUSEPORT` listeners and the
 //!   drain on shutdown; each accept loop is `oka_telemetry::http::Listener` (the
 //!   one every Oka port is served by: connection cap, timeouts, descriptor limits).
 
 pub mod auth;
 pub mod catalog;
+pub mod console;
 pub mod error;
 pub mod feast;
 pub mod grpc;

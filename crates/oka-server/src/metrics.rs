@@ -7,11 +7,13 @@ mod exposition;
 
 pub use exposition::{OPENMETRICS, PLAIN, render};
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use oka_core::Registry;
+
+use crate::stats::FeatureLive;
 
 /// One worker's counters (read at scrape time).
 #[derive(Debug, Default)]
@@ -260,6 +262,20 @@ pub struct FeatureMetrics {
     pub udf_duration: Histogram,
     /// Keys whose UDF failed.
     pub udf_errors: Counter,
+    /// Live statistics for the console, made the first time one watches.
+    live: OnceLock<FeatureLive>,
+}
+
+impl FeatureMetrics {
+    /// The feature's live statistics, made now if no console watched before.
+    pub fn live(&self) -> &FeatureLive {
+        self.live.get_or_init(FeatureLive::default)
+    }
+
+    /// The feature's live statistics, if a console ever watched.
+    pub fn live_if_kept(&self) -> Option<&FeatureLive> {
+        self.live.get()
+    }
 }
 
 /// Metrics for one loaded registry: one entry per feature id.
@@ -287,6 +303,7 @@ impl RegistryMetrics {
                                     name: Arc::clone(&f.name),
                                     udf_duration: Histogram::new(LATENCY_BUCKETS),
                                     udf_errors: Counter::default(),
+                                    live: OnceLock::new(),
                                 })
                             },
                             Arc::clone,

@@ -421,6 +421,7 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
         }
     };
     check_fd_limit(workers.saturating_mul(max_connections));
+    let _ = shared.serving_addr.set(addr);
     let admin_state = AppState::admin(Arc::clone(&shared));
     let admin_counters = Arc::clone(&admin_state.worker);
     let admin_app = App::Ready(admin_router(admin_state), admin_counters);

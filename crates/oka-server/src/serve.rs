@@ -250,23 +250,53 @@ pub(crate) async fn compute(
         shared.metrics.lenient(Leniency::InvalidKey);
     }
     timing.parse = started.elapsed();
+    let outputs = read_and_run(state, registry, &prepared, deadline_at, budget, timing).await;
+    // Per-feature statistics only while a console looks (`/ui`).
+    let watched = shared.stats.watched();
+    if watched {
+        record_targets(loaded, &prepared, started.elapsed(), outputs.is_err());
+    }
+    let outputs = outputs?;
+    record_udfs(loaded, &outputs, watched);
+    Ok((prepared, outputs))
+}
 
+/// Steps 2 and 3 of [`compute`].
+async fn read_and_run(
+    state: &AppState,
+    registry: &Registry,
+    prepared: &Prepared,
+    deadline_at: Instant,
+    budget: Duration,
+    timing: &mut Timing,
+) -> Result<Outputs, ApiError> {
     // 2. The reads: one batched store call per (pipeline feature, query) of each
     //    key list, all concurrent, results kept by read id.
     let t = Instant::now();
-    let fetched = read_all(state, registry, &prepared, deadline_at, budget).await?;
+    let fetched = read_all(state, registry, prepared, deadline_at, budget).await?;
     timing.storage = t.elapsed();
 
     // 3. UDFs per key, in plan order.
     let t = Instant::now();
     let outputs =
-        execute(registry, &prepared, &fetched, Some(deadline_at)).map_err(|e| match e {
+        execute(registry, prepared, &fetched, Some(deadline_at)).map_err(|e| match e {
             ExecuteError::Expired => deadline_exceeded(budget),
             e => execute_error(e),
         })?;
     timing.udf = t.elapsed();
-    record_udfs(loaded, &outputs);
-    Ok((prepared, outputs))
+    Ok(outputs)
+}
+
+/// A request's latency (to the end of its UDFs) into each target's live
+/// statistics, and a failure as one error of each.
+fn record_targets(loaded: &Loaded, prepared: &Prepared, elapsed: Duration, failed: bool) {
+    for t in &prepared.targets {
+        let live = loaded.metrics.features[t.feature].live();
+        live.requests.record(elapsed);
+        if failed {
+            live.errors.add(1);
+        }
+    }
 }
 
 /// Records a served request's latency and key count.
@@ -347,12 +377,16 @@ async fn read_all(
     Ok(fetched)
 }
 
-/// Each UDF's time and failures into its feature's metrics; failures at debug level.
-fn record_udfs(loaded: &Loaded, outputs: &Outputs) {
+/// Each UDF's time and failures into its feature's metrics (and its live
+/// statistics while `watched`); failures at debug level.
+fn record_udfs(loaded: &Loaded, outputs: &Outputs, watched: bool) {
     for s in outputs.steps() {
         let m = &loaded.metrics.features[s.feature];
         m.udf_duration.observe_duration(s.elapsed);
         m.udf_errors.add(s.errors as u64);
+        if watched && s.errors > 0 {
+            m.live().errors.add(s.errors as u64);
+        }
     }
     for f in outputs.failures() {
         debug!(feature = %loaded.registry.feature(f.feature).name, key = f.key, error = %f.error, "udf failed");

@@ -15,7 +15,7 @@ use tracing::{info, warn};
 use crate::auth::ApiKeys;
 use crate::catalog;
 use crate::metrics::{Metrics, RegistryMetrics, ReloadResult, WorkerCounters};
-use crate::stats::Stats;
+use crate::stats::{ReloadEvent, Stats};
 use oka_ingest::{WritePath, WriterConfig};
 
 /// Request limits and admission settings.
@@ -147,6 +147,9 @@ pub struct Shared {
     /// Ingest body bytes that may be held at once, over all requests.
     pub ingest_budget: Arc<Semaphore>,
     workers: Mutex<Vec<Arc<WorkerCounters>>>,
+    /// The bound serving address, once the workers listen (the console's try-it
+    /// form sends its requests there).
+    pub serving_addr: std::sync::OnceLock<std::net::SocketAddr>,
     /// The Feast registry served by Feast's routes (`oka serve --feast-repo`),
     /// swapped by reloads; none without one.
     pub feast: Option<oka_feast::SharedRegistry>,
@@ -202,8 +205,16 @@ impl Shared {
     pub fn reload(&self) -> Result<String, ReloadError> {
         let result = self.try_reload();
         let outcome = match &result {
-            Ok(_) => ReloadResult::Ok,
-            Err(ReloadError::Invalid(_)) => ReloadResult::Invalid,
+            Ok(summary) => {
+                let event = ReloadEvent::now("ok", summary.clone(), summary.clone());
+                self.stats.reloaded(event);
+                ReloadResult::Ok
+            }
+            Err(ReloadError::Invalid(f)) => {
+                let event = ReloadEvent::now("invalid", f.message.clone(), f.public.clone());
+                self.stats.reloaded(event);
+                ReloadResult::Invalid
+            }
             Err(_) => ReloadResult::Refused,
         };
         self.metrics.reload(outcome);
@@ -394,6 +405,7 @@ impl SharedBuilder {
             ingest_budget: Arc::new(Semaphore::new(ingest_budget)),
             workers: Mutex::new(Vec::new()),
             feast: self.feast,
+            serving_addr: std::sync::OnceLock::new(),
         })
     }
 }

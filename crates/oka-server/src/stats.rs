@@ -6,6 +6,8 @@
 //! percentile is within ~9% of the true value, not Volga's 10 ms steps). Slots are
 //! reused round-robin; recording is lock-free.
 
+use std::collections::VecDeque;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -160,6 +162,98 @@ fn round3(x: f64) -> f64 {
     (x * 1e3).round() / 1e3
 }
 
+/// Events per second over a sliding window of seconds (no latencies): errors,
+/// shed requests. Recording is one or two atomic operations.
+#[derive(Debug, Default)]
+pub struct Counts {
+    slots: [(AtomicU64, AtomicU64); SLOTS],
+}
+
+impl Counts {
+    /// Records `n` events now.
+    pub fn add(&self, n: u64) {
+        self.add_at(now_s(), n);
+    }
+
+    fn add_at(&self, sec: u64, n: u64) {
+        let (second, count) = &self.slots[(sec as usize) % SLOTS];
+        let seen = second.load(Ordering::Acquire);
+        if seen != sec
+            && second
+                .compare_exchange(seen, sec, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+        {
+            count.store(0, Ordering::Relaxed);
+        }
+        count.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Events per second over the last [`WINDOW_S`] complete seconds.
+    pub fn rate(&self) -> f64 {
+        self.rate_at(now_s())
+    }
+
+    fn rate_at(&self, now: u64) -> f64 {
+        let n: u64 = self
+            .slots
+            .iter()
+            .filter(|(s, _)| {
+                let sec = s.load(Ordering::Acquire);
+                sec < now && sec + WINDOW_S >= now
+            })
+            .map(|(_, c)| c.load(Ordering::Relaxed))
+            .sum();
+        n as f64 / WINDOW_S as f64
+    }
+}
+
+/// One feature's live statistics, kept while a console watches (`/ui`).
+#[derive(Debug, Default)]
+pub struct FeatureLive {
+    /// Requests that targeted the feature: their latency up to the UDFs' end.
+    pub requests: Window,
+    /// Keys answered `error` for it, and requests that failed after naming it.
+    pub errors: Counts,
+}
+
+/// How long per-feature statistics are kept after the console last asked for
+/// them: with nobody looking, the request path records none.
+pub const WATCH_S: u64 = 30;
+
+/// The reloads a console shows.
+const RELOADS_KEPT: usize = 20;
+
+/// One reload, as the console shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReloadEvent {
+    /// When it finished, seconds since the Unix epoch.
+    pub at_s: f64,
+    /// `ok` or `invalid`.
+    pub result: &'static str,
+    /// What is served now (`ok`), or why the new spec was refused (`invalid`;
+    /// with file paths).
+    #[serde(skip)]
+    pub message: String,
+    /// The same without file paths, for a caller without an admin key.
+    #[serde(skip)]
+    pub public: String,
+}
+
+impl ReloadEvent {
+    /// A reload that finished now.
+    pub fn now(result: &'static str, message: String, public: String) -> Self {
+        let at_s = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        Self {
+            at_s,
+            result,
+            message,
+            public,
+        }
+    }
+}
+
 /// Server and store latency windows.
 #[derive(Debug, Default)]
 pub struct Stats {
@@ -167,6 +261,13 @@ pub struct Stats {
     pub server: Window,
     /// Store reads.
     pub db: Window,
+    /// Feature requests answered with a server error (5xx), shedding aside.
+    pub errors: Counts,
+    /// Requests shed: refused at admission as overloaded (429/503).
+    pub shed: Counts,
+    /// Until when (Unix second) per-feature statistics are recorded.
+    watched_until: AtomicU64,
+    reloads: Mutex<VecDeque<ReloadEvent>>,
 }
 
 /// `/stats` body (Volga's names, milliseconds; 0 over a window without requests).
@@ -202,6 +303,37 @@ pub struct StatsBody {
 }
 
 impl Stats {
+    /// A console looks: record per-feature statistics for [`WATCH_S`] more seconds.
+    pub fn watch(&self) {
+        self.watched_until
+            .fetch_max(now_s() + WATCH_S, Ordering::Relaxed);
+    }
+
+    /// Whether a console looked within [`WATCH_S`] seconds (one atomic load and
+    /// the clock).
+    pub fn watched(&self) -> bool {
+        let until = self.watched_until.load(Ordering::Relaxed);
+        until != 0 && now_s() <= until
+    }
+
+    /// Keeps a finished reload for the console (the last [`RELOADS_KEPT`]).
+    pub fn reloaded(&self, event: ReloadEvent) {
+        if let Ok(mut r) = self.reloads.lock() {
+            if r.len() == RELOADS_KEPT {
+                r.pop_front();
+            }
+            r.push_back(event);
+        }
+    }
+
+    /// The reloads kept, oldest first.
+    pub fn reloads(&self) -> Vec<ReloadEvent> {
+        self.reloads
+            .lock()
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// The current window.
     pub fn body(&self) -> StatsBody {
         let s = self.server.summary();
@@ -251,6 +383,27 @@ mod tests {
         assert!((9.0..=11.0).contains(&s.p99), "{s:?}");
         assert!((4.5..=5.6).contains(&s.p50), "{s:?}");
         assert!((5.0..=5.1).contains(&s.avg), "{s:?}");
+    }
+
+    #[test]
+    fn counts_rate_over_complete_seconds() {
+        let c = Counts::default();
+        c.add_at(100, 3);
+        c.add_at(101, 2);
+        c.add_at(102, 7);
+        assert_eq!(c.rate_at(102), 1.0); // 5 events over 5 s; 102 is not complete
+        c.add_at(100 + SLOTS as u64, 1); // reuses 100's slot
+        assert_eq!(c.rate_at(101 + SLOTS as u64), 0.2);
+    }
+
+    #[test]
+    fn watching_lapses() {
+        let s = Stats::default();
+        assert!(!s.watched());
+        s.watch();
+        assert!(s.watched());
+        s.watched_until.store(now_s() - 1, Ordering::Relaxed);
+        assert!(!s.watched());
     }
 
     #[test]

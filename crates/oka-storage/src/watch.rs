@@ -159,6 +159,11 @@ impl StoreWatch {
         self.out.store(true, Ordering::Release);
     }
 
+    /// The store's name (its URL, password redacted).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// The outage in progress, if the store is out.
     pub fn outage(&self) -> Option<Outage> {
         if !self.out.load(Ordering::Acquire) {

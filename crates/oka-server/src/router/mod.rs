@@ -70,8 +70,8 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// The admin router (port 9122): health, readiness, metrics, stats, reload, and
-/// the OpenAPI documents of both ports.
+/// The admin router (port 9122): health, readiness, metrics, stats, reload, the
+/// OpenAPI documents of both ports, and the console (`/ui`).
 pub fn admin_router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(admin::healthz))
@@ -81,6 +81,7 @@ pub fn admin_router(state: AppState) -> Router {
         .route("/admin/reload", post(admin::reload))
         .route("/openapi.json", get(docs::openapi_serving))
         .route("/openapi-admin.json", get(docs::openapi_admin))
+        .merge(crate::console::routes(state.clone()))
         .fallback(|| async { ApiError::new(ErrorCode::NotFound, "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(
@@ -277,7 +278,8 @@ fn admit(state: &AppState) -> Result<Admitted, ApiError> {
 /// Runs one serving-port handler with the bookkeeping every one of them shares:
 /// the clock starts before anything else, the request counts as in flight until
 /// it ends (or is dropped with its connection), an error becomes its JSON answer,
-/// and the latency is recorded under `route` and the status.
+/// the latency is recorded under `route` and the status, and a 5xx answer counts
+/// as shed (overloaded) or failed in the live statistics.
 async fn tracked<F, Fut>(state: &AppState, route: Route, handler: F) -> Response
 where
     F: FnOnce(Instant) -> Fut,
@@ -289,7 +291,15 @@ where
     let resp = handler(started)
         .await
         .unwrap_or_else(IntoResponse::into_response);
-    metrics.request(route, resp.status().as_u16(), started.elapsed());
+    let status = resp.status();
+    metrics.request(route, status.as_u16(), started.elapsed());
+    if status.is_server_error() {
+        let stats = &state.shared.stats;
+        match resp.extensions().get::<ErrorCode>() {
+            Some(ErrorCode::Overloaded) => stats.shed.add(1),
+            _ => stats.errors.add(1),
+        }
+    }
     resp
 }
 

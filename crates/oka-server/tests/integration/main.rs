@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod connections;
+mod console;
 mod hostile;
 mod http_errors;
 mod openapi;
