@@ -1,6 +1,7 @@
 """The console (/ui) in a real browser: Debian's chromium driven by Playwright.
 
-Two servers (started by the fixtures below, on free ports): `oka serve --demo`, and
+Two servers (started by the fixtures below, on free ports): `oka serve --demo` (over
+Redis with `--cache tracking` when OKA_TEST_REDIS_URL is set, as in CI), and
 a 200-feature spec (make_spec.py) with API keys, an admin key among them, and
 records written through /v1/ingest. Screenshots of each page go to OKA_SCREENSHOTS
 (docs/img by default).
@@ -78,7 +79,13 @@ def get_json(url, headers=None):
 
 @pytest.fixture(scope="session")
 def demo():
-    s = Server("demo", ["--demo"])
+    # Over Redis with a read cache when there is one (CI sets both variables), so
+    # the health page draws the cache's hit rate and size too.
+    redis = os.environ.get("OKA_TEST_REDIS_URL")
+    if not redis and os.environ.get("OKA_REQUIRE_REDIS") == "1":
+        pytest.fail("OKA_REQUIRE_REDIS=1 but OKA_TEST_REDIS_URL is not set")
+    s = Server("demo", ["--demo", *(["--store", redis, "--cache", "tracking"] if redis else [])])
+    s.cached = bool(redis)
     yield s
     s.stop()
 
@@ -251,6 +258,12 @@ def test_the_live_chart_moves_and_matches_stats(browser, demo):
         assert shown > 0 and shown != before, (before, shown)
         per_feature = page.locator("[data-testid=per-feature] tr[data-feature=simple_feature]")
         assert per_feature.count() == 1
+        if demo.cached:
+            # One key asked again and again: the cache answers most of it.
+            hit_rate = chart_latest(page, "Cache hit rate", "hit_rate")
+            assert hit_rate is not None and hit_rate > 0.5, hit_rate
+        else:
+            assert page.locator('svg[data-chart="Cache hit rate"]').count() == 0
     finally:
         stop.set()
         loader.join()
@@ -312,6 +325,17 @@ def test_try_it_on_the_demo(browser, demo):
     assert '"value": 42.0' in page.text_content("[data-testid=try-response]"), "numbers keep their form"
     by_curl = run_curl(page.text_content("[data-testid=try-curl]"))
     assert by_curl["results"]["simple_feature"][0][0]["value"] == 42.0
+    # A range read takes query_args; what is not JSON is refused on the page.
+    page = w.open(demo.admin, "#/try/window_feature")
+    page.fill("input[data-key=id]", "test-id-21")
+    page.fill("[data-testid=try-query]", "{start")
+    page.click("[data-testid=try-send]")
+    page.wait_for_selector("text=query_args is not a JSON object")
+    page.fill("[data-testid=try-query]", '{"start": "2000-01-01T00:00:00Z"}')
+    page.click("[data-testid=try-send]")
+    page.wait_for_selector("[data-testid=try-status]:has-text('200')")
+    assert '"query_args":{"window_feature":{"start":"2000-01-01T00:00:00Z"}}' in page.text_content("[data-testid=try-curl]")
+    assert 'query_args={"window_feature": {"start": "2000-01-01T00:00:00Z"}}' in page.text_content("[data-testid=try-python]")
     assert w.problems == [], w.problems
     w.close()
 

@@ -309,11 +309,21 @@ impl Stats {
             .fetch_max(now_s() + WATCH_S, Ordering::Relaxed);
     }
 
-    /// Whether a console looked within [`WATCH_S`] seconds (one atomic load and
-    /// the clock).
+    /// Whether a console looked within [`WATCH_S`] seconds. With no console
+    /// watching this is one atomic load: the clock is read only while one is, and
+    /// once more when it has gone (which clears the mark).
     pub fn watched(&self) -> bool {
         let until = self.watched_until.load(Ordering::Relaxed);
-        until != 0 && now_s() <= until
+        if until == 0 {
+            return false;
+        }
+        if now_s() <= until {
+            return true;
+        }
+        let _ = self
+            .watched_until
+            .compare_exchange(until, 0, Ordering::Relaxed, Ordering::Relaxed);
+        false
     }
 
     /// Keeps a finished reload for the console (the last [`RELOADS_KEPT`]).
@@ -404,6 +414,11 @@ mod tests {
         assert!(s.watched());
         s.watched_until.store(now_s() - 1, Ordering::Relaxed);
         assert!(!s.watched());
+        assert_eq!(
+            s.watched_until.load(Ordering::Relaxed),
+            0,
+            "the clock is not read again"
+        );
     }
 
     #[test]

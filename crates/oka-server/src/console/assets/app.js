@@ -46,7 +46,7 @@ function append(e, children) {
 const featureHref = (name) => '#/feature/' + encodeURIComponent(name);
 const tryHref = (name) => '#/try/' + encodeURIComponent(name);
 const fmt = (x, digits = 2) => (typeof x === 'number' && isFinite(x) ? x.toFixed(digits) : '–');
-const show = (v) => (v === null || v === undefined ? '–' : typeof v === 'string' ? v : JSON.stringify(v));
+const size = (n) => (n < 1048576 ? fmt(n / 1024, 1) + ' KiB' : fmt(n / 1048576, 1) + ' MiB');
 
 function banner(message) {
   const b = document.getElementById('banner');
@@ -310,7 +310,7 @@ function drawHealth() {
   ];
   if (last.cache) {
     charts.push(chart('Cache hit rate', '', [series('hit_rate', 'hit rate', (s, i) => hitRate(i))]),
-      chart('Cache size (MiB)', 'MiB', [series('cache_mib', 'held', (s) => (s.cache ? s.cache.bytes / 1048576 : NaN))]));
+      chart('Cache size (KiB)', 'KiB', [series('cache_kib', 'held', (s) => (s.cache ? s.cache.bytes / 1024 : NaN))]));
   }
   const status = el('div', { class: 'card', 'data-testid': 'store' }, el('h3', { text: 'Store' }), kv([
     ['State', el('span', { class: 'pill ' + (st.available ? 'ok' : 'bad'), text: st.available ? 'available' : 'out for ' + fmt(st.out_for_s, 0) + ' s' })],
@@ -319,7 +319,7 @@ function drawHealth() {
     ['Reads', fmt(last.stats.db_qps, 1) + ' /s, p50 ' + fmt(last.stats.db_p50, 3) + ' ms, p99 ' + fmt(last.stats.db_p99, 3) + ' ms'],
     ['Outages since start', String(st.outages)],
     ['In flight', String(last.in_flight) + (last.draining ? ' (draining)' : '')],
-    last.cache && ['Cache', (last.cache.enabled ? 'on' : 'off (tracking down)') + ', ' + last.cache.entries + ' entries, ' + fmt(last.cache.bytes / 1048576) + ' of ' + fmt(last.cache.max_bytes / 1048576) + ' MiB'],
+    last.cache && ['Cache', (last.cache.enabled ? 'on' : 'off (tracking down)') + ', ' + last.cache.entries + ' entries, ' + size(last.cache.bytes) + ' of ' + size(last.cache.max_bytes)],
   ]));
   const reloads = el('div', { class: 'card', 'data-testid': 'reloads' }, el('h3', { text: 'Reloads' }),
     last.reloads.length
@@ -404,12 +404,12 @@ function shellQuote(s) {
   return "'" + s.replace(/'/g, "'\\''") + "'";
 }
 
-function pyRepr(v, indent = '') {
+// A JSON value as a Python literal (strings as JSON strings: valid Python).
+function pyRepr(v) {
   if (v === null) return 'None';
   if (v === true) return 'True';
   if (v === false) return 'False';
-  if (typeof v === 'number') return Number.isInteger(v) && !String(v).includes('.') ? String(v) : String(v);
-  if (typeof v === 'string') return JSON.stringify(v);
+  if (typeof v === 'number' || typeof v === 'string') return JSON.stringify(v);
   if (Array.isArray(v)) return '[' + v.map((x) => pyRepr(x)).join(', ') + ']';
   return '{' + Object.entries(v).map(([k, x]) => JSON.stringify(k) + ': ' + pyRepr(x)).join(', ') + '}';
 }
@@ -418,8 +418,9 @@ function snippets(request, withKey) {
   const base = location.protocol + '//' + location.hostname + ':' + (app.overview.serving_port || 1122);
   const curl = 'curl -s ' + base + '/v1/features' + (withKey ? ' -H "Authorization: Bearer $OKA_API_KEY"' : '') + ' \\\n  -d ' + shellQuote(JSON.stringify(request));
   const f = request.target_features[0];
-  const args = request.udf_args ? ', udf_args=' + pyRepr(request.udf_args) : '';
-  const python = 'import os\nfrom oka_client import Client\n\nwith Client(' + JSON.stringify(base) + (withKey ? ', api_key=os.environ["OKA_API_KEY"]' : '') + ') as client:\n' +
+  const args = (request.udf_args ? ', udf_args=' + pyRepr(request.udf_args) : '') +
+    (request.query_args ? ', query_args=' + pyRepr(request.query_args) : '');
+  const python = (withKey ? 'import os\n' : '') + 'from oka_client import Client\n\nwith Client(' + JSON.stringify(base) + (withKey ? ', api_key=os.environ["OKA_API_KEY"]' : '') + ') as client:\n' +
     '    answer = client.get_features([' + JSON.stringify(f) + '], ' + pyRepr(request.keys) + args + ')\n    print(answer)';
   return { curl, python };
 }
@@ -449,6 +450,10 @@ function tryPage(main, name) {
   keyInputs.forEach(([k, , input]) => input.setAttribute('data-key', k));
   const argInputs = Object.entries(f.args || {}).map(([a, s]) => [a, s.type, inputFor(s.type, '', s.default === null ? 'required' : JSON.stringify(s.default))]);
   argInputs.forEach(([a, , input]) => input.setAttribute('data-arg', a));
+  const reads = (f.dependencies || []).filter((d) => d.query !== 'latest');
+  const queryField = reads.length
+    ? el('input', { type: 'text', class: 'mono', size: 40, 'data-testid': 'try-query', placeholder: reads[0].query === 'range' ? '{"start": "2026-01-01T00:00:00Z"}' : '{"n": 5}' })
+    : null;
   const keyField = el('input', { type: 'password', autocomplete: 'off', placeholder: app.overview.keys_required ? 'a key with the read scope' : 'not needed here', 'data-testid': 'try-key' });
   const out = el('div', { 'data-testid': 'try-out' });
   const build = () => {
@@ -458,11 +463,18 @@ function tryPage(main, name) {
     const args = {};
     for (const [a, type, input] of argInputs) { const v = typed(type, input.value); if (v !== undefined) args[a] = v; }
     if (Object.keys(args).length) request.udf_args = { [f.name]: args };
+    if (queryField && queryField.value.trim()) request.query_args = { [f.name]: JSON.parse(queryField.value) };
     return request;
   };
   const send = async (event) => {
     event.preventDefault();
-    const request = build();
+    let request;
+    try {
+      request = build();
+    } catch (err) {
+      out.replaceChildren(el('p', { class: 'status-error', text: 'query_args is not a JSON object: ' + err.message }));
+      return;
+    }
     out.replaceChildren(el('p', { class: 'muted', text: 'Sending…' }));
     const headers = { 'content-type': 'application/json' };
     if (keyField.value) headers['x-oka-try-key'] = keyField.value;
@@ -491,6 +503,8 @@ function tryPage(main, name) {
     el('div', { class: 'form-row' }, el('label', { text: 'Feature' }), select, el('a', { href: featureHref(f.name), text: 'about it' })),
     keyInputs.map(([k, type, input]) => el('div', { class: 'form-row' }, el('label', { text: 'key ' + k + ' (' + type + ')' }), input)),
     argInputs.map(([a, type, input]) => el('div', { class: 'form-row' }, el('label', { text: 'arg ' + a + ' (' + type + ')' }), input)),
+    queryField && el('div', { class: 'form-row' }, el('label', { text: 'query_args (JSON)' }), queryField,
+      el('span', { class: 'muted', text: 'range: start, end; last_n: n (optional)' })),
     el('div', { class: 'form-row' }, el('label', { text: 'API key' }), keyField),
     el('div', { class: 'form-row' }, el('button', { type: 'submit', 'data-testid': 'try-send', text: 'Send' })));
   form.addEventListener('submit', send);
