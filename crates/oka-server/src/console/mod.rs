@@ -109,7 +109,8 @@ fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"));
-    let Some((_, credential)) = basic else {
+    // `X-API-Key` wins over `Authorization`, as on every other route.
+    let Some((_, credential)) = basic.filter(|_| !headers.contains_key("x-api-key")) else {
         return loaded.keys.check(headers, Scope::Admin);
     };
     let refused = || {

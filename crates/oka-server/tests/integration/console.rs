@@ -76,6 +76,13 @@ async fn with_admin_keys_every_console_route_needs_one() {
     assert_eq!(status, 403);
     let (status, _) = send(&f.admin, with("/ui", "authorization", &basic(ADMIN, ""))).await;
     assert_eq!(status, 200, "a key given as the user name alone");
+    // `X-API-Key` wins over a Basic credential, as over a bearer token elsewhere.
+    let both = Request::get("/ui")
+        .header("x-api-key", READER)
+        .header("authorization", basic("ops", ADMIN))
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(send(&f.admin, both).await.0, 403);
     let (status, resp) = send(&f.admin, with("/ui", "authorization", "Basic %%%")).await;
     assert_eq!(status, 401);
     let message = body_json(resp).await["error"]["message"]
