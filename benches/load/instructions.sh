@@ -1,51 +1,80 @@
 #!/usr/bin/env bash
-# Instructions a served request costs `oka serve` over a real socket, counted by
-# callgrind (which this shared machine's noise does not move): `oka serve --workers 1
-# --spec examples/seed/spec.yaml` (memory store) under valgrind, N seed requests over
-# one keep-alive connection, then SIGTERM; the count of a 3,000-request run minus a
-# 1,000-request run, ÷ 2,000, so start-up and shutdown cancel out.
+# Instructions a served request costs over a real socket, counted by callgrind (which
+# this shared machine's noise does not move): the server under valgrind with one
+# worker, N requests of $BATCH keys (default 1) of simple_feature over one keep-alive
+# connection, then SIGTERM; the count of a 3,000-request run minus a 1,000-request run,
+# ÷ 2,000, so start-up and shutdown cancel out.
 #
 #   bash benches/load/instructions.sh [PATH/TO/oka]     (default target/release/oka)
+#   STORE=redis://127.0.0.1:6379 EXTRA="--cache tracking" bash benches/load/instructions.sh
+#   BATCH=100 bash benches/load/instructions.sh
+#   CEILING=target/release/oka-ceiling bash benches/load/instructions.sh   # the bare-axum ceiling
 #
-# EXTRA="…" adds flags to `oka serve` (an older binary may lack --shutdown-delay-s:
-# EXTRA="" for it). Needs valgrind, python3, curl; binds 127.0.0.1 only.
+# `oka serve` runs the demo's spec (`oka demo-spec`, its source writing the 10,000 keys
+# once) on $STORE (default memory://); every request's keys are present, and the counted
+# requests start once they are. EXTRA="…" adds flags to `oka serve` (default
+# `--shutdown-delay-s 0`; an older binary may lack it: EXTRA=""). CALLGRIND_OUT=FILE
+# keeps the 3,000-request run's profile for callgrind_annotate. Needs valgrind, python3,
+# curl; binds 127.0.0.1 only.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release/oka}
+STORE=${STORE:-memory://}
 EXTRA=${EXTRA---shutdown-delay-s 0}
+BATCH=${BATCH:-1}
+CEILING=${CEILING:-}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+"$BIN" demo-spec | sed 's/period_s: 5$/period_s: 3600/' >"$WORK/spec.yaml"
+# send PORT N: N requests over one connection, each answered 200 (and, from Oka, every
+# key present: the first requests wait until the demo source has written the keys).
 send() {
-  python3 - "$1" "$2" <<'PY'
-import socket, sys
-port, n = int(sys.argv[1]), int(sys.argv[2])
-body = b'{"target_features":["simple_feature"],"keys":[{"id":"test-id-21"}],"udf_args":{"simple_feature":{"multiplier":2.0}}}'
-req = b"POST /v1/features HTTP/1.1\r\nhost: t\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+  python3 - "$1" "$2" "$BATCH" "$([[ -n $CEILING ]] && echo 0 || echo 1)" <<'PY'
+import socket, sys, time
+port, n, batch, check = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+keys = ",".join('{"id":"test-id-%d"}' % (21 + i) for i in range(batch))
+body = ('{"target_features":["simple_feature"],"keys":[%s],"udf_args":{"simple_feature":{"multiplier":2.0}}}' % keys).encode()
+req = b"POST /v1/features HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body) + body
 s = socket.create_connection(("127.0.0.1", port)); f = s.makefile("rb")
-for _ in range(n):
+def one():
     s.sendall(req)
     assert int(f.readline().split()[1]) == 200
     length = 0
     while (h := f.readline()) not in (b"\r\n", b""):
         k, _, v = h.decode().partition(":")
         length = int(v) if k.lower() == "content-length" else length
-    f.read(length)
+    return f.read(length)
+for _ in range(600):  # up to 60 s for the demo source's first write
+    if not check or one().count(b'"present"') == batch:
+        break
+    time.sleep(0.1)
+else:
+    sys.exit("the demo's keys never became present")
+for _ in range(n):
+    one()
 PY
 }
 total() {
-  local n=$1 port aport pid
+  local n=$1 out=$2 port aport pid
   port=$(free_port); aport=$(free_port)
-  # shellcheck disable=SC2086
-  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$BIN" serve --spec examples/seed/spec.yaml \
-    --workers 1 --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$aport" $EXTRA \
-    >/dev/null 2>"$WORK/err" &
-  pid=$!
-  for _ in $(seq 1 300); do curl -sf "localhost:$aport/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
+  if [[ -n $CEILING ]]; then
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$CEILING" --listen "127.0.0.1:$port" \
+      >/dev/null 2>"$WORK/err" &
+    pid=$!
+    for _ in $(seq 1 300); do curl -s -o /dev/null "localhost:$port/" && break; sleep 0.2; done
+  else
+    # shellcheck disable=SC2086
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$BIN" serve --spec "$WORK/spec.yaml" \
+      --store "$STORE" --workers 1 --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$aport" $EXTRA \
+      >/dev/null 2>"$WORK/err" &
+    pid=$!
+    for _ in $(seq 1 300); do curl -sf "localhost:$aport/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
+  fi
   send "$port" "$n"
   kill -TERM "$pid"; wait "$pid" || true
   awk '/Collected/{print $4}' "$WORK/err"
 }
-a=$(total 1000)
-b=$(total 3000)
-echo "$BIN: $(((b - a) / 2000)) instructions per served request"
+a=$(total 1000 /dev/null)
+b=$(total 3000 "${CALLGRIND_OUT:-/dev/null}")
+echo "${CEILING:-$BIN} ($STORE${EXTRA:+ $EXTRA}, $BATCH key(s)): $(((b - a) / 2000)) instructions per served request"
