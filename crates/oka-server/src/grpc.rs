@@ -147,7 +147,12 @@ async fn get_online_features(
     let groups =
         feast::compute_groups(state, &loaded, requests, started, deadline, &mut timing).await?;
     let answer = response(registry, &groups, &plan)?;
-    serve::computed(&state.shared, started, feast::key_count(&groups));
+    serve::computed(
+        &state.shared,
+        started,
+        Instant::now(),
+        feast::key_count(&groups),
+    );
     Ok(answer)
 }
 

@@ -21,6 +21,9 @@ use crate::state::{AppState, Loaded, Shared};
 pub(crate) mod feast;
 
 /// Where a request's time went (the `Server-Timing` header).
+///
+/// The phases follow each other, so each boundary is one clock read ([`Timing::lap`]):
+/// the end of one phase is the start of the next.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Timing {
     /// JSON parsing and validation against the plan.
@@ -31,9 +34,20 @@ pub struct Timing {
     pub udf: Duration,
     /// Response encoding.
     pub encode: Duration,
+    /// The last phase boundary read ([`Timing::lap`]).
+    mark: Option<Instant>,
 }
 
 impl Timing {
+    /// Ends the phase that began at the last boundary (or at `started`, the
+    /// request's start, for the first): its length, and the new boundary.
+    pub fn lap(&mut self, started: Instant) -> (Duration, Instant) {
+        let now = Instant::now();
+        let since = self.mark.unwrap_or(started);
+        self.mark = Some(now);
+        (now.saturating_duration_since(since), now)
+    }
+
     /// The `Server-Timing` header value (milliseconds, three decimals). Written
     /// without the float formatter, which cost more than the rest of the header
     /// handling on a 1-key request.
@@ -198,7 +212,6 @@ pub async fn features(
     let (prepared, outputs) = compute(state, &loaded, request, &mut timing).await?;
 
     // 4. Encode.
-    let t = Instant::now();
     let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
     let server_id = dialect.server_id(state);
     encode::write_response(
@@ -209,9 +222,10 @@ pub async fn features(
         dialect.times(),
         &mut body,
     );
-    timing.encode = t.elapsed();
+    let (encode, done) = timing.lap(started);
+    timing.encode = encode;
 
-    computed(shared, started, prepared.key_count());
+    computed(shared, started, done, prepared.key_count());
     Ok((body, timing))
 }
 
@@ -249,8 +263,17 @@ pub(crate) async fn compute(
     if prepared.invalid_keys() > 0 {
         shared.metrics.lenient(Leniency::InvalidKey);
     }
-    timing.parse = started.elapsed();
-    let outputs = read_and_run(state, registry, &prepared, deadline_at, budget, timing).await;
+    let (parse, parsed) = timing.lap(started);
+    timing.parse = parse;
+    let outputs = read_and_run(
+        state,
+        registry,
+        &prepared,
+        (parsed, deadline_at),
+        budget,
+        timing,
+    )
+    .await;
     // Per-feature statistics only while a console looks (`/ui`).
     let watched = shared.stats.watched();
     if watched {
@@ -261,29 +284,28 @@ pub(crate) async fn compute(
     Ok((prepared, outputs))
 }
 
-/// Steps 2 and 3 of [`compute`].
+/// Steps 2 and 3 of [`compute`], from `parsed` (the end of step 1) to the
+/// request's deadline.
 async fn read_and_run(
     state: &AppState,
     registry: &Registry,
     prepared: &Prepared,
-    deadline_at: Instant,
+    (parsed, deadline_at): (Instant, Instant),
     budget: Duration,
     timing: &mut Timing,
 ) -> Result<Outputs, ApiError> {
     // 2. The reads: one batched store call per (pipeline feature, query) of each
     //    key list, all concurrent, results kept by read id.
-    let t = Instant::now();
-    let fetched = read_all(state, registry, prepared, deadline_at, budget).await?;
-    timing.storage = t.elapsed();
+    let fetched = read_all(state, registry, prepared, (parsed, deadline_at), budget).await?;
+    timing.storage = timing.lap(parsed).0;
 
     // 3. UDFs per key, in plan order.
-    let t = Instant::now();
     let outputs =
         execute(registry, prepared, &fetched, Some(deadline_at)).map_err(|e| match e {
             ExecuteError::Expired => deadline_exceeded(budget),
             e => execute_error(e),
         })?;
-    timing.udf = t.elapsed();
+    timing.udf = timing.lap(parsed).0;
     Ok(outputs)
 }
 
@@ -299,11 +321,11 @@ fn record_targets(loaded: &Loaded, prepared: &Prepared, elapsed: Duration, faile
     }
 }
 
-/// Records a served request's latency and key count.
-pub(crate) fn computed(shared: &Shared, started: Instant, keys: usize) {
-    let elapsed = started.elapsed();
+/// Records a served request's latency (from `started` to `done`) and key count.
+pub(crate) fn computed(shared: &Shared, started: Instant, done: Instant, keys: usize) {
+    let elapsed = done.saturating_duration_since(started);
     shared.metrics.compute(elapsed, keys);
-    shared.stats.server.record(elapsed);
+    shared.stats.server.record_at(done, elapsed);
 }
 
 /// The request's time budget: the `X-Oka-Deadline-Ms` header's, else the body's
@@ -331,28 +353,28 @@ pub(crate) fn time_budget(
         .unwrap_or(default))
 }
 
-/// Performs every read of `prepared` concurrently (one batched store call each),
-/// timing each, and hands the results back by read id; past `deadline_at` the
-/// request fails with the deadline's error.
+/// Performs every read of `prepared` concurrently (one batched store call each,
+/// all begun at `start`), timing each, and hands the results back by read id; past
+/// `deadline_at` the request fails with the deadline's error.
 async fn read_all(
     state: &AppState,
     registry: &Registry,
     prepared: &Prepared,
-    deadline_at: Instant,
+    (start, deadline_at): (Instant, Instant),
     budget: Duration,
 ) -> Result<Fetched, ApiError> {
     let shared = &state.shared;
     let reads = prepared.fetches().map(|(id, f)| async move {
-        let t = Instant::now();
         let r = state
             .store
             .read(registry.feature(f.feature), &f.keys, &f.query)
             .await;
-        let elapsed = t.elapsed();
+        let done = Instant::now();
+        let elapsed = done.saturating_duration_since(start);
         shared
             .metrics
             .storage_read(f.query.name(), elapsed, r.is_ok());
-        shared.stats.db.record(elapsed);
+        shared.stats.db.record_at(done, elapsed);
         r.map(|rows| (id, rows))
     });
     let mut reads: Vec<_> = reads.collect();
@@ -404,6 +426,7 @@ mod tests {
             storage: Duration::ZERO,
             udf: Duration::from_nanos(999_999_600),
             encode: Duration::from_micros(42_007),
+            mark: None,
         };
         assert_eq!(
             t.header(),

@@ -8,8 +8,9 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -55,10 +56,22 @@ fn bucket_upper_us(i: usize) -> f64 {
     2f64.powf((i as f64 + 1.0) / SUB)
 }
 
+/// The stats clock in whole seconds: the wall clock's at the first reading,
+/// advanced by the monotonic clock since, so a recorder that has read
+/// [`Instant::now`] for its latency need not read a second clock ([`Window::record_at`]).
+fn second_at(at: Instant) -> u64 {
+    static EPOCH: OnceLock<(Instant, u64)> = OnceLock::new();
+    let (start, wall) = *EPOCH.get_or_init(|| {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        (Instant::now(), wall)
+    });
+    wall + at.saturating_duration_since(start).as_secs()
+}
+
 fn now_s() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    second_at(Instant::now())
 }
 
 impl Default for Window {
@@ -89,10 +102,15 @@ pub struct Summary {
 impl Window {
     /// Records one latency now.
     pub fn record(&self, d: Duration) {
-        self.record_at(now_s(), d);
+        self.record_in(now_s(), d);
     }
 
-    fn record_at(&self, sec: u64, d: Duration) {
+    /// Records one latency that ended at `at`.
+    pub fn record_at(&self, at: Instant, d: Duration) {
+        self.record_in(second_at(at), d);
+    }
+
+    fn record_in(&self, sec: u64, d: Duration) {
         let slot = &self.slots[(sec as usize) % SLOTS];
         let seen = slot.second.load(Ordering::Acquire);
         if seen != sec
@@ -374,9 +392,9 @@ mod tests {
     fn window_counts_complete_seconds_only() {
         let w = Window::default();
         for _ in 0..10 {
-            w.record_at(100, Duration::from_millis(1));
+            w.record_in(100, Duration::from_millis(1));
         }
-        w.record_at(101, Duration::from_millis(100));
+        w.record_in(101, Duration::from_millis(100));
         let s = w.summary_at(101);
         assert_eq!(s.rate, 2.0); // 10 events over 5 s; second 101 is not complete
         assert!((0.9..=1.2).contains(&s.p50), "{s:?}");
@@ -387,7 +405,7 @@ mod tests {
     fn percentiles_are_close() {
         let w = Window::default();
         for i in 1..=100 {
-            w.record_at(50, Duration::from_micros(i * 100));
+            w.record_in(50, Duration::from_micros(i * 100));
         }
         let s = w.summary_at(51);
         assert!((9.0..=11.0).contains(&s.p99), "{s:?}");
@@ -424,8 +442,8 @@ mod tests {
     #[test]
     fn reused_slots_are_cleared() {
         let w = Window::default();
-        w.record_at(10, Duration::from_millis(1));
-        w.record_at(10 + SLOTS as u64, Duration::from_millis(1));
+        w.record_in(10, Duration::from_millis(1));
+        w.record_in(10 + SLOTS as u64, Duration::from_millis(1));
         assert_eq!(w.summary_at(11 + SLOTS as u64).rate, 1.0 / WINDOW_S as f64);
     }
 }

@@ -45,8 +45,9 @@ pub(crate) async fn features(
     let t = Instant::now();
     let mut out = Vec::with_capacity(256 + 64 * plan.rows * plan.columns.len());
     crate::feast::write_response(&loaded.registry, &groups, &plan, &mut out);
-    timing.encode = t.elapsed();
-    computed(&state.shared, started, key_count(&groups));
+    let done = Instant::now();
+    timing.encode = done.saturating_duration_since(t);
+    computed(&state.shared, started, done, key_count(&groups));
     Ok((out, timing))
 }
 
