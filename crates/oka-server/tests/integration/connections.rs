@@ -252,6 +252,43 @@ async fn a_trickling_head_is_closed_after_the_header_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_trickling_head_after_an_answer_is_closed_after_the_header_timeout_not_the_idle_one() {
+    // The idle deadline armed after an answer is far off; the next head's shorter
+    // deadline must replace it (the timer is re-armed lazily, only when it must
+    // fire sooner).
+    let _one_at_a_time = super::WORKER_THREADS.lock().await;
+    let header_read = Duration::from_millis(400);
+    let (f, running) = server(Limits::default(), |c| {
+        c.timeouts = ConnTimeouts {
+            header_read,
+            idle: Duration::from_secs(60),
+        }
+    })
+    .await;
+    let addr = running.addr;
+    tokio::task::spawn_blocking(move || {
+        let mut s = connect(addr);
+        s.write_all(&request(SEED)).unwrap();
+        assert_eq!(read_answer(&mut s).unwrap().status, 200);
+        // Idle past the first head's deadline: the timer has moved to the idle one.
+        std::thread::sleep(header_read * 2);
+        let started = Instant::now();
+        s.write_all(b"POST /v1/features HTTP/1.1\r\nhost: t\r\n")
+            .unwrap();
+        assert!(closed_within(&mut s, Duration::from_secs(5)), "still open");
+        assert!(started.elapsed() >= header_read, "{:?}", started.elapsed());
+    })
+    .await
+    .unwrap();
+    let m = metrics(&f).await;
+    assert!(
+        m.contains("oka_http_connection_timeouts_total{phase=\"header_read\"} 1"),
+        "{m}"
+    );
+    assert!(stop(running).await.clean());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_keep_alive_connections_are_closed_after_the_idle_timeout_not_the_header_timeout() {
     let _one_at_a_time = super::WORKER_THREADS.lock().await;
     let (f, running) = server(Limits::default(), |c| {

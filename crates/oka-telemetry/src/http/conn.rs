@@ -98,7 +98,12 @@ pub struct Clocked {
     inner: TcpStream,
     phase: Arc<Phase>,
     timeouts: ConnTimeouts,
+    /// Fires at or before `due`; re-armed only when it fires early or must fire
+    /// sooner (a timer reset on every request cost more than the rest of this
+    /// wrapper).
     deadline: Pin<Box<Sleep>>,
+    /// The current phase's deadline.
+    due: Instant,
     /// The phase the deadline was armed for (`SERVING`: none armed).
     armed: u8,
     /// `served` when the idle deadline was armed.
@@ -116,10 +121,12 @@ impl Clocked {
         timeouts: ConnTimeouts,
         events: Arc<dyn ConnEvents>,
     ) -> Self {
+        let due = Instant::now() + timeouts.header_read;
         Self {
             inner,
             phase,
-            deadline: Box::pin(tokio::time::sleep(timeouts.header_read)),
+            deadline: Box::pin(tokio::time::sleep_until(due)),
+            due,
             timeouts,
             armed: HEAD,
             armed_at: 0,
@@ -140,7 +147,22 @@ impl Clocked {
 
     fn arm(&mut self, phase: u8, after: Duration) {
         self.armed = phase;
-        self.deadline.as_mut().reset(Instant::now() + after);
+        self.due = Instant::now() + after;
+        if self.deadline.deadline() > self.due {
+            self.deadline.as_mut().reset(self.due);
+        }
+    }
+
+    /// Whether the current phase's deadline has passed; a timer that fired early
+    /// is re-armed for the deadline (and registers this task's waker).
+    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        while self.deadline.as_mut().poll(cx).is_ready() {
+            if Instant::now() >= self.due {
+                return true;
+            }
+            self.deadline.as_mut().reset(self.due);
+        }
+        false
     }
 }
 
@@ -157,14 +179,15 @@ impl AsyncRead for Clocked {
                 if buf.filled().len() > before {
                     this.received_at = Some(this.phase.served.load(Ordering::Acquire));
                 }
-                if buf.filled().len() > before
-                    && this
-                        .phase
-                        .now
-                        .compare_exchange(WAITING, HEAD, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok()
-                {
-                    this.arm(HEAD, this.timeouts.header_read);
+                // The first bytes of a request: its head's deadline is armed if
+                // the head does not arrive whole (the next read waits, below).
+                if buf.filled().len() > before {
+                    let _ = this.phase.now.compare_exchange(
+                        WAITING,
+                        HEAD,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
                 }
                 return Poll::Ready(result);
             }
@@ -198,7 +221,7 @@ impl AsyncRead for Clocked {
                 }
             }
         }
-        if this.deadline.as_mut().poll(cx).is_ready() {
+        if this.expired(cx) {
             let (which, what) = if this.armed == WAITING {
                 (ConnTimeout::Idle, "the connection was idle too long")
             } else {
