@@ -410,9 +410,24 @@ impl SharedBuilder {
     }
 }
 
-/// One worker's handle on the shared state.
+/// One worker's handle on the shared state. Cloned for every request (axum's
+/// `State`), so it is one pointer to this worker's own [`WorkerState`]: a clone
+/// touches a count only this worker writes, not the counts of [`Shared`] and the
+/// store that every worker's requests would write from every core.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<WorkerState>);
+
+impl std::ops::Deref for AppState {
+    type Target = WorkerState;
+
+    fn deref(&self) -> &WorkerState {
+        &self.0
+    }
+}
+
+/// What [`AppState`] points to.
+#[derive(Debug, Clone)]
+pub struct WorkerState {
     /// Shared state.
     pub shared: Arc<Shared>,
     /// The store this worker reads from: its own handle
@@ -441,20 +456,20 @@ impl AppState {
     /// State for worker `worker` (0-based).
     pub fn new(shared: Arc<Shared>, worker: usize) -> Self {
         let server_id = serde_json::Value::String(format!("{}/{worker}", shared.host)).to_string();
-        Self {
+        Self(Arc::new(WorkerState {
             worker: shared.worker(worker),
             store: Arc::clone(&shared.store),
             shared,
             server_id: server_id.into(),
             volga_server_id: (worker + 1).to_string().into(),
-        }
+        }))
     }
 
     /// Switches this worker to a store handle of its own if the backend offers one
     /// (call on the worker's runtime); on failure it keeps the shared store.
     pub async fn with_worker_store(mut self) -> Self {
         match self.shared.store.for_worker().await {
-            Ok(Some(store)) => self.store = store,
+            Ok(Some(store)) => Arc::make_mut(&mut self.0).store = store,
             Ok(None) => {}
             Err(e) => tracing::warn!(
                 worker = %self.server_id,
@@ -467,7 +482,7 @@ impl AppState {
 
     /// State for the admin server: not a worker, so not in the worker metrics.
     pub fn admin(shared: Arc<Shared>) -> Self {
-        Self {
+        Self(Arc::new(WorkerState {
             worker: Arc::new(WorkerCounters::default()),
             store: Arc::clone(&shared.store),
             server_id: serde_json::Value::String(format!("{}/admin", shared.host))
@@ -475,7 +490,7 @@ impl AppState {
                 .into(),
             volga_server_id: "0".into(),
             shared,
-        }
+        }))
     }
 
     /// Admission control: a slot if this worker serves fewer than its limit,

@@ -88,6 +88,9 @@ struct Phase {
     /// The server stopped: a connection with nothing of a next request received
     /// ends (its reads see the end of the stream).
     stopping: AtomicBool,
+    /// The server's drain flag ([`Shutdown::draining`]), held here so that a
+    /// request clones only this connection's `Arc`, not one every core shares.
+    draining: Arc<AtomicBool>,
 }
 
 /// A socket whose reads fail with `TimedOut` once the current phase's deadline
@@ -273,7 +276,6 @@ impl AsyncWrite for Clocked {
 struct Tracked {
     app: Router,
     phase: Arc<Phase>,
-    draining: Arc<AtomicBool>,
 }
 
 type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
@@ -286,12 +288,11 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         self.phase.now.store(SERVING, Ordering::Release);
         let phase = Arc::clone(&self.phase);
-        let draining = Arc::clone(&self.draining);
         let response = tower::ServiceExt::oneshot(self.app.clone(), req.map(Body::new));
         Box::pin(async move {
             let mut response = response.await;
             if let Ok(r) = &mut response
-                && draining.load(Ordering::Acquire)
+                && phase.draining.load(Ordering::Acquire)
             {
                 // hyper closes the connection after an answer that says so.
                 r.headers_mut()
@@ -334,6 +335,7 @@ pub async fn serve(
         now: AtomicU8::new(HEAD),
         served: AtomicU64::new(0),
         stopping: AtomicBool::new(false),
+        draining: shutdown.draining,
     });
     let io = TokioIo::new(Clocked::new(stream, Arc::clone(&phase), timeouts, events));
     let mut conn = hyper::server::conn::http1::Builder::new()
@@ -345,7 +347,6 @@ pub async fn serve(
             Tracked {
                 app,
                 phase: Arc::clone(&phase),
-                draining: shutdown.draining,
             },
         );
     let mut stop = pin!(super::stopped(shutdown.stop));
