@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Instructions a served request costs over a real socket, counted by callgrind (which
 # this shared machine's noise does not move): the server under valgrind with one
-# worker, N requests of $BATCH keys (default 1) of simple_feature over one keep-alive
-# connection, then SIGTERM; the count of a 3,000-request run minus a 1,000-request run,
-# ÷ 2,000, so start-up and shutdown cancel out.
+# worker; 500 requests of $BATCH keys (default 1) of simple_feature over one keep-alive
+# connection to warm it, then `callgrind_control -z` (counts zeroed), 2,000 requests,
+# `callgrind_control -d` (counts dumped): the dump's total ÷ 2,000. Start-up, warm-up
+# and shutdown are not counted.
 #
 #   bash benches/load/instructions.sh [PATH/TO/oka]     (default target/release/oka)
 #   STORE=redis://127.0.0.1:6379 EXTRA="--cache tracking" bash benches/load/instructions.sh
@@ -14,8 +15,8 @@
 # once) on $STORE (default memory://); every request's keys are present, and the counted
 # requests start once they are. EXTRA="…" adds flags to `oka serve` (default
 # `--shutdown-delay-s 0`; an older binary may lack it: EXTRA=""). CALLGRIND_OUT=FILE
-# keeps the 3,000-request run's profile for callgrind_annotate. Needs valgrind, python3,
-# curl; binds 127.0.0.1 only.
+# keeps the profile (FILE.1) for callgrind_annotate. Needs valgrind, python3, curl;
+# binds 127.0.0.1 only. About a minute per run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release/oka}
@@ -27,12 +28,14 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 "$BIN" demo-spec | sed 's/period_s: 5$/period_s: 3600/' >"$WORK/spec.yaml"
-# send PORT N: N requests over one connection, each answered 200 (and, from Oka, every
-# key present: the first requests wait until the demo source has written the keys).
+# send PORT PID: warm-up, zero the counts, N requests, dump (each answered 200 and, from
+# Oka, with every key present: the first requests wait until the demo source has
+# written the keys).
+N=2000
 send() {
-  python3 - "$1" "$2" "$BATCH" "$([[ -n $CEILING ]] && echo 0 || echo 1)" <<'PY'
-import socket, sys, time
-port, n, batch, check = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+  python3 - "$1" "$2" "$N" "$BATCH" "$([[ -n $CEILING ]] && echo 0 || echo 1)" <<'PY'
+import socket, subprocess, sys, time
+port, pid, n, batch, check = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
 keys = ",".join('{"id":"test-id-%d"}' % (21 + i) for i in range(batch))
 body = ('{"target_features":["simple_feature"],"keys":[%s],"udf_args":{"simple_feature":{"multiplier":2.0}}}' % keys).encode()
 req = b"POST /v1/features HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body) + body
@@ -51,12 +54,16 @@ for _ in range(600):  # up to 60 s for the demo source's first write
     time.sleep(0.1)
 else:
     sys.exit("the demo's keys never became present")
+for _ in range(500):
+    one()
+subprocess.run(["callgrind_control", "-z", pid], check=True, capture_output=True)
 for _ in range(n):
     one()
+subprocess.run(["callgrind_control", "-d", pid], check=True, capture_output=True)
 PY
 }
 total() {
-  local n=$1 out=$2 port aport pid
+  local out=$1 port aport pid
   port=$(free_port); aport=$(free_port)
   if [[ -n $CEILING ]]; then
     valgrind --tool=callgrind --callgrind-out-file="$out" "$CEILING" --listen "127.0.0.1:$port" \
@@ -71,10 +78,10 @@ total() {
     pid=$!
     for _ in $(seq 1 300); do curl -sf "localhost:$aport/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
   fi
-  send "$port" "$n"
+  send "$port" "$pid"
   kill -TERM "$pid"; wait "$pid" || true
-  awk '/Collected/{print $4}' "$WORK/err"
+  awk '/^summary:/{print $2}' "$out.1"
 }
-a=$(total 1000 /dev/null)
-b=$(total 3000 "${CALLGRIND_OUT:-/dev/null}")
-echo "${CEILING:-$BIN} ($STORE${EXTRA:+ $EXTRA}, $BATCH key(s)): $(((b - a) / 2000)) instructions per served request"
+OUT=${CALLGRIND_OUT:-$WORK/callgrind.out}
+total=$(total "$OUT")
+echo "${CEILING:-$BIN} ($STORE${EXTRA:+ $EXTRA}, $BATCH key(s)): $((total / N)) instructions per served request"
