@@ -13,7 +13,9 @@
 #   redis      oka serve --store redis://…          (no cache)
 #   tracking   … --cache tracking                   (after a 3 s warm-up)
 # $VARIANTS (default "ceiling redis tracking") picks and orders them; rounds alternate
-# ($ROUNDS, default 3). Every server runs $WORKERS (default 2) workers on the machine's
+# ($ROUNDS, default 3). With BASE_BIN=path/to/an/older/oka, every `oka serve` variant
+# runs a second time in each round with that binary, as `<variant>@base`: a before and
+# after in the same run. Every server runs $WORKERS (default 2) workers on the machine's
 # cores, beside wrk ($WRK_THREADS threads, default 2) and Redis. For each run: RPS, the
 # server's CPU per request (utime + stime from /proc), wrk's own CPU per request (from
 # /usr/bin/time), p50/p99/p99.9 from wrk, and each run's ratio to the ceiling of its own
@@ -72,17 +74,18 @@ run() { # VARIANT ROUND CONNS PID ADDR
         <<<"$json" | tee -a "$OUT/runs.jsonl" >&2
 }
 
-serve() { # VARIANT → starts oka serve; sets OKA_PID, ADDR
-    local store=redis://127.0.0.1:$REDIS_PORT extra=()
-    case $1 in
+serve() { # VARIANT[@base] → starts oka serve; sets OKA_PID, ADDR
+    local store=redis://127.0.0.1:$REDIS_PORT extra=() bin=$OKA_BIN
+    [[ $1 != *@base ]] || bin=$BASE_BIN
+    case ${1%@base} in
         memory) store=memory:// ;;
         tracking) extra=(--cache tracking) ;;
     esac
     local port admin
     port=$(free_port)
     admin=$(free_port)
-    "$OKA_BIN" serve --spec "$OUT/spec.yaml" --workers "$WORKERS" --store "$store" \
-        --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" "${extra[@]}" 2>>"$OUT/oka-$1.log" &
+    "$bin" serve --spec "$OUT/spec.yaml" --workers "$WORKERS" --store "$store" \
+        --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" "${extra[@]}" 2>>"$OUT/oka-${1%@base}.log" &
     OKA_PID=$!
     PIDS+=("$OKA_PID")
     ADDR=127.0.0.1:$port
@@ -93,8 +96,12 @@ serve() { # VARIANT → starts oka serve; sets OKA_PID, ADDR
 }
 
 round() {
-    local r=$1 v
+    local r=$1 v all=()
     for v in $VARIANTS; do
+        all+=("$v")
+        [[ -z ${BASE_BIN:-} || $v == ceiling ]] || all+=("$v@base")
+    done
+    for v in "${all[@]}"; do
         if [[ $v == ceiling ]]; then
             local port
             port=$(free_port)
