@@ -118,11 +118,19 @@ impl<'a> UdfCall<'a> {
     /// fields null until set.
     pub fn output(&self) -> RowBuilder<'a> {
         let entity = self.output;
-        let mut columns = vec![Value::Null; entity.columns.len()];
-        for (slot, v) in entity.key_columns().zip(self.key) {
-            columns[slot] = v.clone();
-        }
-        columns[entity.timestamp_index] = Value::Timestamp(self.now);
+        // Built where the row will keep it (one allocation, no copy at `build`).
+        let columns: Arc<[Value]> = (0..entity.columns.len())
+            .map(|c| {
+                if c == entity.timestamp_index {
+                    return Value::Timestamp(self.now);
+                }
+                entity
+                    .key_columns()
+                    .zip(self.key)
+                    .find(|(slot, _)| *slot == c)
+                    .map_or(Value::Null, |(_, v)| v.clone())
+            })
+            .collect();
         RowBuilder {
             entity,
             columns,
@@ -221,7 +229,8 @@ fn as_float(name: &str, v: &Value) -> Result<f64, UdfError> {
 #[derive(Debug)]
 pub struct RowBuilder<'a> {
     entity: &'a Entity,
-    columns: Vec<Value>,
+    /// Only this builder holds it: setting a column writes in place.
+    columns: Arc<[Value]>,
     event_time: Timestamp,
 }
 
@@ -257,7 +266,7 @@ impl RowBuilder<'_> {
         {
             self.event_time = t;
         }
-        self.columns[i] = value;
+        Arc::make_mut(&mut self.columns)[i] = value;
         Ok(self)
     }
 
