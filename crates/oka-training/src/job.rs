@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use oka_core::entity::Column;
 use oka_core::execute::{Fetched, Outcome, execute};
 use oka_core::feature::FeatureKind;
-use oka_core::request::{ArgMap, FieldMap, RequestLimits};
+use oka_core::request::{ArgMap, KeyList, KeyValue, RequestLimits};
 use oka_core::{
     EntityKey, FeatureId, FeatureRequest, FieldType, Query, Registry, Row, Timestamp, Value,
 };
@@ -272,13 +272,14 @@ impl<'r> Job<'r> {
 
     /// The request a model server would have sent for this row.
     fn request(&self, row: &RowInput<'_>) -> FeatureRequest {
-        let key: FieldMap<serde_json::Value> = self
-            .keys
-            .iter()
-            .zip(row.keys)
-            .filter(|(_, v)| !v.is_null())
-            .map(|(k, v)| (k.name.to_string(), v.to_json()))
-            .collect();
+        let mut keys = KeyList::new();
+        keys.push(
+            self.keys
+                .iter()
+                .zip(row.keys)
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (&*k.name, KeyValue::from(v.to_json()))),
+        );
         let mut by_feature: Vec<(String, Vec<(String, serde_json::Value)>)> = Vec::new();
         for (a, v) in self.args.iter().zip(row.args).filter(|(_, v)| !v.is_null()) {
             match by_feature.iter_mut().find(|(f, _)| *f == a.feature) {
@@ -294,7 +295,7 @@ impl<'r> Job<'r> {
         });
         FeatureRequest {
             target_features: self.names.clone(),
-            keys: Some(vec![key]),
+            keys: Some(keys),
             udf_args,
             ..FeatureRequest::default()
         }

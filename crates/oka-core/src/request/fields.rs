@@ -1,23 +1,23 @@
 //! Small JSON objects of a request: key objects and argument maps.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::Arc;
 
+use compact_str::CompactString;
 use serde::Deserialize;
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess};
 use serde_json::Value as Json;
 
-/// A JSON object with few fields (a key object, an argument map), parsed into a
-/// vector of (name, value) in request order.
+/// A JSON object with few fields (an argument map), parsed into a vector of
+/// (name, value) in request order.
 ///
-/// Key objects have one to a few fields and a 100-key request parses a hundred of
-/// them, so a map's hashing and allocations were a large part of the parse. A
-/// repeated name keeps its last value (as a JSON map would); large objects are
+/// A repeated name keeps its last value (as a JSON map would); large objects are
 /// deduplicated through a hash index, so a hostile request cannot make parsing
 /// quadratic. Equality ignores field order.
 #[derive(Debug, Clone)]
 pub struct FieldMap<V>(Vec<(String, V)>);
-
-/// A key object: key field name → value.
-pub type KeyObject = FieldMap<Json>;
 
 /// Query or UDF arguments: parameter name → value.
 pub type ArgMap = FieldMap<Json>;
@@ -27,6 +27,60 @@ pub type ArgMaps = FieldMap<Option<ArgMap>>;
 
 /// Objects with more fields than this are deduplicated through a hash index.
 const LINEAR_DEDUP_MAX: usize = 16;
+
+/// The hash index of a large object's field names: name → place.
+type NameIndex<N> = HashMap<N, usize, foldhash::fast::RandomState>;
+
+/// Sets field `name` of the object `fields[start..]`: a repeated name keeps its
+/// last value, as in serde_json and Python. Past [`LINEAR_DEDUP_MAX`] fields the
+/// names are found through `index` (built here), not by a scan.
+fn upsert<N: Eq + Hash + Clone + Borrow<str>, V>(
+    fields: &mut Vec<(N, V)>,
+    start: usize,
+    index: &mut Option<NameIndex<N>>,
+    name: N,
+    value: V,
+) {
+    let seen = match index {
+        Some(index) => index.get(name.borrow()).map(|i| start + i),
+        None => fields[start..]
+            .iter()
+            .position(|(n, _)| n.borrow() == name.borrow())
+            .map(|i| start + i),
+    };
+    if let Some(i) = seen {
+        fields[i].1 = value;
+        return;
+    }
+    if let Some(index) = index {
+        index.insert(name.clone(), fields.len() - start);
+    }
+    fields.push((name, value));
+    if index.is_none() && fields.len() - start > LINEAR_DEDUP_MAX {
+        *index = Some(
+            fields[start..]
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| (n.clone(), i))
+                .collect(),
+        );
+    }
+}
+
+/// Whether two objects have the same fields, in any order.
+fn same_fields<N: Borrow<str>, V: PartialEq>(a: &[(N, V)], b: &[(N, V)]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let get = |name: &str| b.iter().find(|(n, _)| n.borrow() == name).map(|(_, v)| v);
+    if a.len() <= LINEAR_DEDUP_MAX {
+        return a.iter().all(|(n, v)| get(n.borrow()) == Some(v));
+    }
+    // Large objects (hostile ones included) compare through a hash index.
+    let index: HashMap<&str, &V, foldhash::fast::RandomState> =
+        b.iter().map(|(n, v)| (n.borrow(), v)).collect();
+    a.iter().all(|(n, v)| index.get(n.borrow()) == Some(&v))
+}
 
 impl<V> Default for FieldMap<V> {
     fn default() -> Self {
@@ -63,33 +117,23 @@ impl<V> FieldMap<V> {
 
 impl<V: PartialEq> PartialEq for FieldMap<V> {
     fn eq(&self, other: &Self) -> bool {
-        if self.len() != other.len() {
-            return false;
-        }
-        if self.len() <= LINEAR_DEDUP_MAX {
-            return self.iter().all(|(n, v)| other.get(n) == Some(v));
-        }
-        // Large objects (hostile ones included) compare through a hash index.
-        let index: HashMap<&str, &V, foldhash::fast::RandomState> = other.iter().collect();
-        self.iter().all(|(n, v)| index.get(n) == Some(&v))
+        same_fields(&self.0, &other.0)
     }
 }
 
 impl<V, const N: usize> From<[(&str, V); N]> for FieldMap<V> {
     fn from(fields: [(&str, V); N]) -> Self {
-        Self(fields.into_iter().map(|(n, v)| (n.to_owned(), v)).collect())
+        fields.into_iter().map(|(n, v)| (n.to_owned(), v)).collect()
     }
 }
 
 /// Fields in order; a repeated name keeps its last value, as when parsed.
 impl<V> FromIterator<(String, V)> for FieldMap<V> {
     fn from_iter<I: IntoIterator<Item = (String, V)>>(fields: I) -> Self {
-        let mut out: Vec<(String, V)> = Vec::new();
+        let mut out = Vec::new();
+        let mut index = None;
         for (name, value) in fields {
-            match out.iter().position(|(n, _)| *n == name) {
-                Some(i) => out[i].1 = value,
-                None => out.push((name, value)),
-            }
+            upsert(&mut out, 0, &mut index, name, value);
         }
         Self(out)
     }
@@ -105,43 +149,256 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for FieldMap<V> {
                 f.write_str("a JSON object")
             }
 
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<FieldMap<V>, A::Error> {
-                let mut fields: Vec<(String, V)> =
-                    Vec::with_capacity(map.size_hint().unwrap_or(1).clamp(1, 8));
-                let mut index: Option<HashMap<String, usize, foldhash::fast::RandomState>> = None;
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FieldMap<V>, A::Error> {
+                let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(1).clamp(1, 8));
+                let mut index = None;
                 while let Some(name) = map.next_key::<String>()? {
                     let value: V = map.next_value()?;
-                    // A repeated field: the last wins, as in serde_json and Python.
-                    let seen = match &index {
-                        Some(index) => index.get(&name).copied(),
-                        None => fields.iter().position(|(n, _)| *n == name),
-                    };
-                    match seen {
-                        Some(i) => fields[i].1 = value,
-                        None => {
-                            if let Some(index) = &mut index {
-                                index.insert(name.clone(), fields.len());
-                            }
-                            fields.push((name, value));
-                            if index.is_none() && fields.len() > LINEAR_DEDUP_MAX {
-                                index = Some(
-                                    fields
-                                        .iter()
-                                        .enumerate()
-                                        .map(|(i, (n, _))| (n.clone(), i))
-                                        .collect(),
-                                );
-                            }
-                        }
-                    }
+                    upsert(&mut fields, 0, &mut index, name, value);
                 }
                 Ok(FieldMap(fields))
             }
         }
         d.deserialize_map(Fields(std::marker::PhantomData))
+    }
+}
+
+/// A key list: the key objects of `keys` or of one `feature_keys` entry.
+///
+/// A 100-key request parses a hundred key objects of one or two fields, so a
+/// vector and a name string per key object were a large part of its cost: the list
+/// keeps every object's fields in one vector, names of up to 24 bytes inline.
+/// Within an object a repeated name keeps its last value (as a JSON map would),
+/// and two lists are equal when their objects are, each in any field order.
+#[derive(Debug, Clone, Default)]
+pub struct KeyList {
+    /// The fields of every key object, object after object.
+    fields: Vec<(CompactString, KeyValue)>,
+    /// Where each key object's fields end in `fields`.
+    ends: Vec<usize>,
+}
+
+/// One key object of a [`KeyList`]: key field name → value.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyObject<'a>(&'a [(CompactString, KeyValue)]);
+
+impl<'a> KeyObject<'a> {
+    /// The value of field `name`.
+    pub fn get(&self, name: &str) -> Option<&'a KeyValue> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// The field names, in request order.
+    pub fn keys(&self) -> impl Iterator<Item = &'a str> {
+        self.0.iter().map(|(n, _)| n.as_str())
+    }
+
+    /// The fields, in request order.
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a KeyValue)> {
+        self.0.iter().map(|(n, v)| (n.as_str(), v))
+    }
+
+    /// How many fields.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are no fields.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl PartialEq for KeyObject<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        same_fields(self.0, other.0)
+    }
+}
+
+impl KeyList {
+    /// An empty list.
+    pub const fn new() -> Self {
+        Self {
+            fields: Vec::new(),
+            ends: Vec::new(),
+        }
+    }
+
+    /// How many key objects.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether there are no key objects.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Key object `i`.
+    pub fn get(&self, i: usize) -> Option<KeyObject<'_>> {
+        let end = *self.ends.get(i)?;
+        let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
+        Some(KeyObject(&self.fields[start..end]))
+    }
+
+    /// The key objects, in request order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = KeyObject<'_>> {
+        let starts = |i: usize| i.checked_sub(1).map_or(0, |p| self.ends[p]);
+        (self.ends.iter().enumerate()).map(move |(i, &end)| KeyObject(&self.fields[starts(i)..end]))
+    }
+
+    /// Appends a key object of `fields` (a repeated name keeps its last value).
+    pub fn push<N: Into<CompactString>>(
+        &mut self,
+        fields: impl IntoIterator<Item = (N, KeyValue)>,
+    ) {
+        let start = self.fields.len();
+        let mut index = None;
+        for (name, value) in fields {
+            upsert(&mut self.fields, start, &mut index, name.into(), value);
+        }
+        self.ends.push(self.fields.len());
+    }
+
+    /// The key objects at `which`, in that order.
+    pub fn select(&self, which: &[usize]) -> Self {
+        let mut out = Self::new();
+        for k in which.iter().filter_map(|&i| self.get(i)) {
+            out.fields.extend_from_slice(k.0);
+            out.ends.push(out.fields.len());
+        }
+        out
+    }
+}
+
+impl PartialEq for KeyList {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// Parses one key object onto the end of the list.
+        struct Object<'l>(&'l mut KeyList);
+        impl<'de> DeserializeSeed<'de> for Object<'_> {
+            type Value = ();
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+                d.deserialize_map(self)
+            }
+        }
+        impl<'de> serde::de::Visitor<'de> for Object<'_> {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+                let list = self.0;
+                let start = list.fields.len();
+                let mut index = None;
+                while let Some(name) = map.next_key::<CompactString>()? {
+                    let value: KeyValue = map.next_value()?;
+                    upsert(&mut list.fields, start, &mut index, name, value);
+                }
+                list.ends.push(list.fields.len());
+                Ok(())
+            }
+        }
+        struct List;
+        impl<'de> serde::de::Visitor<'de> for List {
+            type Value = KeyList;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of key objects")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<KeyList, A::Error> {
+                let mut list = KeyList::new();
+                while seq.next_element_seed(Object(&mut list))?.is_some() {}
+                Ok(list)
+            }
+        }
+        d.deserialize_seq(List)
+    }
+}
+
+/// A key object's field as sent: a string or an integer (the types key fields
+/// have), parsed without a JSON tree; any other JSON value is kept whole, for the
+/// error that names its kind.
+///
+/// A string is shared, not copied, by the storage key and the key value a UDF
+/// sees, so a key costs one allocation from the body to the store.
+#[derive(Debug, Clone, PartialEq)]
+pub enum KeyValue {
+    /// A JSON string.
+    String(Arc<str>),
+    /// A JSON integer within `i64`.
+    Int(i64),
+    /// Any other JSON value (an integer beyond `i64` included).
+    Other(Json),
+}
+
+impl KeyValue {
+    /// The value's JSON kind, for messages (as [`json_kind`](crate::value::json_kind)).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::String(_) => "string",
+            Self::Int(_) => "int",
+            Self::Other(j) => crate::value::json_kind(j),
+        }
+    }
+}
+
+impl From<Json> for KeyValue {
+    fn from(j: Json) -> Self {
+        match j {
+            Json::String(s) => Self::String(s.into()),
+            Json::Number(n) => match n.as_i64() {
+                Some(i) => Self::Int(i),
+                None => Self::Other(Json::Number(n)),
+            },
+            other => Self::Other(other),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for KeyValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = KeyValue;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_str<E>(self, s: &str) -> Result<KeyValue, E> {
+                Ok(KeyValue::String(s.into()))
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<KeyValue, E> {
+                Ok(KeyValue::Int(n))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<KeyValue, E> {
+                Ok(i64::try_from(n).map_or(KeyValue::Other(Json::from(n)), KeyValue::Int))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<KeyValue, E> {
+                Ok(KeyValue::Other(Json::from(n)))
+            }
+            fn visit_bool<E>(self, b: bool) -> Result<KeyValue, E> {
+                Ok(KeyValue::Other(Json::Bool(b)))
+            }
+            fn visit_unit<E>(self) -> Result<KeyValue, E> {
+                Ok(KeyValue::Other(Json::Null))
+            }
+            fn visit_none<E>(self) -> Result<KeyValue, E> {
+                Ok(KeyValue::Other(Json::Null))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<KeyValue, A::Error> {
+                Json::deserialize(SeqAccessDeserializer::new(seq)).map(KeyValue::Other)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<KeyValue, A::Error> {
+                Json::deserialize(MapAccessDeserializer::new(map)).map(KeyValue::Other)
+            }
+        }
+        d.deserialize_any(Visitor)
     }
 }
 
@@ -281,17 +538,119 @@ pub mod openapi {
 mod tests {
     use super::*;
 
+    fn key_list(json: &str) -> KeyList {
+        serde_json::from_str(json).unwrap()
+    }
+
     #[test]
     fn key_objects_keep_the_last_repeat_and_compare_without_order() {
-        let k: KeyObject = serde_json::from_str(r#"{"id": "x", "n": 1, "id": "y"}"#).unwrap();
+        let l = key_list(r#"[{"id": "x", "n": 1, "id": "y"}, {"id": "z"}, {}]"#);
+        assert_eq!(l.len(), 3);
+        let k = l.get(0).unwrap();
         assert_eq!(k.len(), 2);
-        assert_eq!(k.get("id"), Some(&Json::from("y")));
+        assert_eq!(k.get("id"), Some(&KeyValue::String("y".into())));
+        assert_eq!(k.get("n"), Some(&KeyValue::Int(1)));
         assert_eq!(k.keys().collect::<Vec<_>>(), ["id", "n"]);
-        let reordered: KeyObject = serde_json::from_str(r#"{"n": 1, "id": "y"}"#).unwrap();
-        assert_eq!(k, reordered);
-        let other: KeyObject = serde_json::from_str(r#"{"n": 1, "id": "x"}"#).unwrap();
-        assert_ne!(k, other);
-        assert!(serde_json::from_str::<KeyObject>(r#"["id"]"#).is_err());
+        // Each object has its own fields: a name repeated in the next is not a repeat.
+        assert_eq!(l.get(1).unwrap().keys().collect::<Vec<_>>(), ["id"]);
+        assert!(l.get(2).unwrap().is_empty());
+        assert!(l.get(3).is_none());
+        assert_eq!(l.iter().map(|k| k.len()).collect::<Vec<_>>(), [2, 1, 0]);
+
+        let reordered = key_list(r#"[{"n": 1, "id": "y"}, {"id": "z"}, {}]"#);
+        assert_eq!(l, reordered);
+        assert_ne!(l, key_list(r#"[{"n": 1, "id": "x"}, {"id": "z"}, {}]"#));
+        assert_ne!(l, key_list(r#"[{"n": 1, "id": "y"}, {"id": "z"}]"#));
+        assert_eq!(
+            l.select(&[1, 0]),
+            key_list(r#"[{"id": "z"}, {"id": "y", "n": 1}]"#)
+        );
+
+        let mut pushed = KeyList::new();
+        pushed.push([
+            ("n", KeyValue::Int(1)),
+            ("id", KeyValue::String("x".into())),
+        ]);
+        pushed.push([("id", KeyValue::String("z".into()))]);
+        pushed.push(std::iter::empty::<(&str, KeyValue)>());
+        pushed.push([("id", KeyValue::String("y".into()))]);
+        assert_ne!(l, pushed);
+        assert_eq!(pushed.select(&[1, 2]), l.select(&[1, 2]));
+        assert_ne!(pushed.select(&[0]), l.select(&[0]));
+        assert_eq!(pushed.select(&[9]), KeyList::new());
+
+        for bad in [r#"["id"]"#, r#"{"id": "x"}"#, r#"[{"id": "x"}, 3]"#, "[{]"] {
+            assert!(serde_json::from_str::<KeyList>(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn key_values_keep_strings_and_integers_and_name_any_other_kind() {
+        let l = key_list(
+            r#"[{"s": "a\"b", "i": -7, "u": 9223372036854775807, "big": 9223372036854775808,
+                "f": 1.0, "n": null, "b": false, "l": [1, {"x": 2}], "o": {"y": [3]}}]"#,
+        );
+        let k = l.get(0).unwrap();
+        assert_eq!(k.get("s"), Some(&KeyValue::String("a\"b".into())));
+        assert_eq!(k.get("i"), Some(&KeyValue::Int(-7)));
+        assert_eq!(k.get("u"), Some(&KeyValue::Int(i64::MAX)));
+        let kinds: Vec<&str> = k.iter().map(|(_, v)| v.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "string", "int", "int", "int", "float", "null", "bool", "list", "object"
+            ]
+        );
+        assert_eq!(
+            k.get("big"),
+            Some(&KeyValue::Other(Json::from(9_223_372_036_854_775_808u64)))
+        );
+        assert_eq!(
+            k.get("l"),
+            Some(&KeyValue::Other(serde_json::json!([1, {"x": 2}])))
+        );
+        assert_eq!(
+            k.get("o"),
+            Some(&KeyValue::Other(serde_json::json!({"y": [3]})))
+        );
+        assert_eq!(
+            KeyValue::from(serde_json::json!("x")),
+            KeyValue::String("x".into())
+        );
+        assert_eq!(KeyValue::from(serde_json::json!(-3)), KeyValue::Int(-3));
+        assert_eq!(KeyValue::from(serde_json::json!(2.5)).kind(), "float");
+        // A long name and a long value are kept whole.
+        let long = "n".repeat(100);
+        let l = key_list(&format!(r#"[{{"{long}": "{long}"}}]"#));
+        let k = l.get(0).unwrap();
+        assert_eq!(k.get(&long), Some(&KeyValue::String(long.as_str().into())));
+    }
+
+    #[test]
+    fn large_key_objects_dedupe_through_the_index_each_on_its_own() {
+        // Two objects of 40 distinct fields, each then repeated: past the linear
+        // limit, so through the index, which must count from each object's start.
+        let object = |base: i64| {
+            let fields: Vec<String> = (0..40)
+                .map(|i| format!(r#""f{i}": {i}"#))
+                .chain((0..40).map(|i| format!(r#""f{i}": {}"#, i + base)))
+                .collect();
+            format!("{{{}}}", fields.join(","))
+        };
+        let l = key_list(&format!("[{}, {}]", object(100), object(200)));
+        for (k, base) in l.iter().zip([100, 200]) {
+            assert_eq!(k.len(), 40);
+            assert_eq!(k.keys().nth(39), Some("f39"));
+            assert_eq!(k.get("f0"), Some(&KeyValue::Int(base)));
+            assert_eq!(k.get("f39"), Some(&KeyValue::Int(39 + base)));
+        }
+        assert_ne!(l.get(0), l.get(1));
+        let reversed: Vec<String> = (0..40)
+            .rev()
+            .map(|i| format!(r#""f{i}": {}"#, i + 100))
+            .collect();
+        let r = key_list(&format!("[{{{}}}]", reversed.join(",")));
+        assert_eq!(l.get(0), r.get(0));
     }
 
     #[test]

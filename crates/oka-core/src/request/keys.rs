@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
-use super::{KeyObject, err};
+use super::{KeyList, KeyValue, err};
 use crate::error::{ErrorCode, RequestError};
 use crate::key::{EntityKey, KEY_SEPARATOR, push_key_int, push_key_str};
 use crate::registry::{Column, Entity};
-use crate::value::{FieldType, Value, json_kind};
+use crate::value::{FieldType, Value};
 
 /// A group's key objects, parsed once per entity.
 pub(super) struct ParsedKeys<'r>(pub(super) Vec<EntityKeys<'r>>);
@@ -78,7 +78,7 @@ impl<'r> EntityKeys<'r> {
     /// on-demand output's key.
     pub(super) fn parse(
         entity: &'r Arc<Entity>,
-        keys: &[KeyObject],
+        keys: &KeyList,
         used: Use,
     ) -> Result<Self, RequestError> {
         let required = used.read;
@@ -115,7 +115,18 @@ impl<'r> EntityKeys<'r> {
                 row.extend(v);
             }
             if required {
-                canonical.push(EntityKey::from_canonical(buf.as_str()));
+                // One string field that needs no escaping: its text is the
+                // storage key, shared rather than copied.
+                let shared = match k.iter().next() {
+                    Some((_, KeyValue::String(s))) if k.len() == 1 && **s == *buf => {
+                        Some(Arc::clone(s))
+                    }
+                    _ => None,
+                };
+                canonical.push(match shared {
+                    Some(s) => EntityKey::from_canonical(s),
+                    None => EntityKey::from_canonical(buf.as_str()),
+                });
             }
             if used.returned {
                 values.push(row);
@@ -135,36 +146,34 @@ impl<'r> EntityKeys<'r> {
 fn key_field(
     i: usize,
     c: &Column,
-    j: &Json,
+    j: &KeyValue,
     canonical: Option<&mut String>,
     value: bool,
 ) -> Result<Option<Value>, RequestError> {
     match (&c.ty, j) {
-        (FieldType::String, Json::String(s)) => {
+        (FieldType::String, KeyValue::String(s)) => {
             if let Some(buf) = canonical {
                 push_key_str(buf, s);
             }
-            Ok(value.then(|| Value::String(s.as_str().into())))
+            Ok(value.then(|| Value::String(Arc::clone(s))))
         }
-        (FieldType::Int, Json::Number(n)) if n.is_i64() || n.is_u64() => {
-            let Some(n) = n.as_i64() else {
-                return Err(err(
-                    ErrorCode::InvalidKey,
-                    format!("key {i}: field `{}` is out of the int range", c.name),
-                ));
-            };
+        (FieldType::Int, KeyValue::Int(n)) => {
             if let Some(buf) = canonical {
-                push_key_int(buf, n);
+                push_key_int(buf, *n);
             }
-            Ok(value.then_some(Value::Int(n)))
+            Ok(value.then_some(Value::Int(*n)))
         }
+        (FieldType::Int, KeyValue::Other(Json::Number(n))) if n.is_u64() => Err(err(
+            ErrorCode::InvalidKey,
+            format!("key {i}: field `{}` is out of the int range", c.name),
+        )),
         _ => Err(err(
             ErrorCode::InvalidKey,
             format!(
                 "key {i}: field `{}` must be {}, got {}",
                 c.name,
                 c.ty,
-                json_kind(j)
+                j.kind()
             ),
         )),
     }

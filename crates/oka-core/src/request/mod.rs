@@ -20,7 +20,7 @@ mod keys;
 mod prepare;
 pub mod prepared;
 
-pub use fields::{ArgMap, ArgMaps, FieldMap, KeyObject};
+pub use fields::{ArgMap, ArgMaps, FieldMap, KeyList, KeyObject, KeyValue};
 pub use prepared::{Fetch, FetchId, Group, Prepared, Target};
 
 /// A feature request, as sent to `POST /v1/features` and Volga's `/on_demand_compute`.
@@ -39,12 +39,12 @@ pub struct FeatureRequest {
     /// One key list for every target.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(schema_with = fields::openapi::keys))]
-    pub keys: Option<Vec<KeyObject>>,
+    pub keys: Option<KeyList>,
     /// Key lists per feature (Volga's form): a target uses its own list, or the list
     /// given for a feature it depends on.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(schema_with = fields::openapi::feature_keys))]
-    pub feature_keys: Option<IndexMap<String, Vec<KeyObject>>>,
+    pub feature_keys: Option<IndexMap<String, KeyList>>,
     /// Query parameters per feature: `start`/`end` for `range`, `n` for `last_n`.
     #[serde(default)]
     #[cfg_attr(feature = "openapi", schema(schema_with = fields::openapi::query_args))]

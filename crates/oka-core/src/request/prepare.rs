@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::keys::{EntityKeys, ParsedKeys, Use};
-use super::{ArgMap, ArgMaps, FieldMap, KeyObject};
+use super::{ArgMap, ArgMaps, FieldMap, KeyList};
 use super::{FeatureRequest, KeyPolicy, RequestLimits, err, truncate};
 use super::{Fetch, FetchId, Group, Prepared, Target};
 use crate::error::{ErrorCode, RequestError};
@@ -56,9 +56,10 @@ impl Registry {
         let mut groups = Vec::with_capacity(group_of.len());
         let mut fetches = Vec::new();
         for (list, mut ts) in group_of {
-            let keys: &[KeyObject] = match list {
+            static NO_KEYS: KeyList = KeyList::new();
+            let keys: &KeyList = match list {
                 Some(i) => feature_keys[i].1,
-                None => req.keys.as_deref().unwrap_or(&[]),
+                None => req.keys.as_ref().unwrap_or(&NO_KEYS),
             };
             ts.sort_unstable();
             let plan = self.plan(&ts);
@@ -109,15 +110,15 @@ impl Registry {
         &self,
         req: &'r FeatureRequest,
         limits: &RequestLimits,
-    ) -> Result<Vec<(FeatureId, &'r Vec<KeyObject>)>, RequestError> {
-        let feature_keys: Vec<(FeatureId, &Vec<KeyObject>)> = match &req.feature_keys {
+    ) -> Result<Vec<(FeatureId, &'r KeyList)>, RequestError> {
+        let feature_keys: Vec<(FeatureId, &KeyList)> = match &req.feature_keys {
             None => Vec::new(),
             Some(fk) => fk
                 .iter()
                 .map(|(name, keys)| Ok((self.lookup(name, "`feature_keys`")?, keys)))
                 .collect::<Result<_, RequestError>>()?,
         };
-        let total_keys = req.keys.as_ref().map_or(0, Vec::len)
+        let total_keys = req.keys.as_ref().map_or(0, KeyList::len)
             + feature_keys.iter().map(|(_, k)| k.len()).sum::<usize>();
         if total_keys > limits.max_keys {
             return Err(err(
@@ -137,7 +138,7 @@ impl Registry {
     fn assign_key_lists(
         &self,
         targets: &[FeatureId],
-        feature_keys: &[(FeatureId, &Vec<KeyObject>)],
+        feature_keys: &[(FeatureId, &KeyList)],
         have_keys: bool,
     ) -> Result<KeyGroups, RequestError> {
         let mut used_lists = vec![false; feature_keys.len()];
@@ -179,7 +180,7 @@ impl Registry {
     fn key_list_for(
         &self,
         target: FeatureId,
-        feature_keys: &[(FeatureId, &Vec<KeyObject>)],
+        feature_keys: &[(FeatureId, &KeyList)],
         have_keys: bool,
         used: &mut [bool],
     ) -> Result<Option<usize>, RequestError> {
@@ -248,7 +249,7 @@ impl Registry {
     fn group(
         &self,
         plan: Arc<Plan>,
-        keys: &[KeyObject],
+        keys: &KeyList,
         policy: KeyPolicy,
         (query_args, udf_args): (&GivenArgs<'_>, &GivenArgs<'_>),
         now: Timestamp,
@@ -262,12 +263,9 @@ impl Registry {
             Err(e) if e.code == ErrorCode::InvalidKey && policy == KeyPolicy::NullForBadKeys => {
                 // Only on a request with a bad key: each key alone, then the good ones.
                 let served: Box<[usize]> = (0..keys.len())
-                    .filter(|&i| {
-                        self.parse_keys(&plan, std::slice::from_ref(&keys[i]))
-                            .is_ok()
-                    })
+                    .filter(|&i| self.parse_keys(&plan, &keys.select(&[i])).is_ok())
                     .collect();
-                let good: Vec<KeyObject> = served.iter().map(|&i| keys[i].clone()).collect();
+                let good = keys.select(&served);
                 (self.parse_keys(&plan, &good)?, Some((keys.len(), served)))
             }
             Err(e) => return Err(e),
@@ -318,7 +316,7 @@ impl Registry {
     fn parse_keys<'r>(
         &'r self,
         plan: &Plan,
-        keys: &[KeyObject],
+        keys: &KeyList,
     ) -> Result<ParsedKeys<'r>, RequestError> {
         // The entities, in plan order: the ones read first (their fields are
         // required), then the on-demand outputs'.

@@ -280,6 +280,21 @@ features:
         err.message,
         "key 0: field `session` must be int, got string"
     );
+    for (session, message) in [
+        (
+            json!(9_223_372_036_854_775_808u64),
+            "is out of the int range",
+        ),
+        (json!(3.0), "must be int, got float"),
+        (json!(null), "must be int, got null"),
+        (json!(true), "must be int, got bool"),
+        (json!([3]), "must be int, got list"),
+        (json!({"n": 3}), "must be int, got object"),
+    ] {
+        let err = prepare(json!([{"user": "a", "session": session}])).unwrap_err();
+        assert_eq!(err.code, ErrorCode::InvalidKey);
+        assert_eq!(err.message, format!("key 0: field `session` {message}"));
+    }
 }
 
 /// `FeatureRequest::FIELDS` (which tells an unknown field from other errors) lists
