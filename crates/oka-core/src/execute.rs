@@ -250,7 +250,7 @@ fn run_group(
                 arg_names,
                 args: &group.step_args[si],
                 output: &feature.entity,
-                key: &group.step_keys[si][k],
+                key: group.step_keys[si].of(k),
                 now: prepared.now,
             };
             match invoke(udf, &call) {

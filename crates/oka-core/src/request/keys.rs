@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use serde_json::Value as Json;
 
-use super::{KeyList, KeyValue, err};
+use super::{KeyList, KeyValue, KeyValues, err};
 use crate::error::{ErrorCode, RequestError};
 use crate::key::{EntityKey, KEY_SEPARATOR, push_key_int, push_key_str};
 use crate::registry::{Column, Entity};
@@ -31,7 +31,7 @@ impl ParsedKeys<'_> {
     }
 
     /// The key field values of an entity the group returns.
-    pub(super) fn values(&self, entity: &Arc<Entity>) -> Result<Arc<[Vec<Value>]>, RequestError> {
+    pub(super) fn values(&self, entity: &Arc<Entity>) -> Result<KeyValues, RequestError> {
         self.get(entity)?
             .values
             .clone()
@@ -66,7 +66,7 @@ pub(super) struct EntityKeys<'r> {
     entity: &'r Arc<Entity>,
     /// Per key, the key fields' values in the entity's key order (entities the
     /// group returns).
-    values: Option<Arc<[Vec<Value>]>>,
+    values: Option<KeyValues>,
     /// Per key, the canonical storage key (entities the group reads).
     canonical: Option<Arc<[EntityKey]>>,
 }
@@ -82,16 +82,12 @@ impl<'r> EntityKeys<'r> {
         used: Use,
     ) -> Result<Self, RequestError> {
         let required = used.read;
-        let mut values = Vec::with_capacity(if used.returned { keys.len() } else { 0 });
+        let width = entity.key_index.len();
+        let mut values = Vec::with_capacity(if used.returned { keys.len() * width } else { 0 });
         let mut canonical = Vec::with_capacity(if required { keys.len() } else { 0 });
         let mut buf = String::new();
         for (i, k) in keys.iter().enumerate() {
             buf.clear();
-            let mut row = Vec::with_capacity(if used.returned {
-                entity.key_index.len()
-            } else {
-                0
-            });
             for (p, c) in entity.keys().enumerate() {
                 if p > 0 {
                     buf.push(KEY_SEPARATOR);
@@ -107,12 +103,12 @@ impl<'r> EntityKeys<'r> {
                         ));
                     }
                     if used.returned {
-                        row.push(Value::Null);
+                        values.push(Value::Null);
                     }
                     continue;
                 };
                 let v = key_field(i, c, j, required.then_some(&mut buf), used.returned)?;
-                row.extend(v);
+                values.extend(v);
             }
             if required {
                 // One string field that needs no escaping: its text is the
@@ -128,13 +124,10 @@ impl<'r> EntityKeys<'r> {
                     None => EntityKey::from_canonical(buf.as_str()),
                 });
             }
-            if used.returned {
-                values.push(row);
-            }
         }
         Ok(Self {
             entity,
-            values: used.returned.then(|| values.into()),
+            values: used.returned.then(|| KeyValues::new(width, values)),
             canonical: required.then(|| canonical.into()),
         })
     }

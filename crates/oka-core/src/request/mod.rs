@@ -21,7 +21,7 @@ mod prepare;
 pub mod prepared;
 
 pub use fields::{ArgMap, ArgMaps, FieldMap, KeyList, KeyObject, KeyValue};
-pub use prepared::{Fetch, FetchId, Group, Prepared, Target};
+pub use prepared::{Fetch, FetchId, Group, KeyValues, Prepared, Target};
 
 /// A feature request, as sent to `POST /v1/features` and Volga's `/on_demand_compute`.
 #[derive(Debug, Clone, Default, Deserialize)]

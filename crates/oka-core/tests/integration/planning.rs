@@ -250,8 +250,8 @@ features:
 
     let prepared = prepare(json!([{"user": "a", "session": 3}])).unwrap();
     assert_eq!(
-        prepared.groups[0].step_keys[0][0],
-        vec![Value::from("a"), Value::Int(3)]
+        prepared.groups[0].step_keys[0].of(0),
+        [Value::from("a"), Value::Int(3)]
     );
     let row = oka_core::Row::new(
         Timestamp(1),
@@ -271,8 +271,8 @@ features:
     // A field the request leaves out is null for the output; a wrong type is refused.
     let prepared = prepare(json!([{"user": "a"}])).unwrap();
     assert_eq!(
-        prepared.groups[0].step_keys[0][0],
-        vec![Value::from("a"), Value::Null]
+        prepared.groups[0].step_keys[0].of(0),
+        [Value::from("a"), Value::Null]
     );
     let err = prepare(json!([{"user": "a", "session": "three"}])).unwrap_err();
     assert_eq!(err.code, ErrorCode::InvalidKey);
