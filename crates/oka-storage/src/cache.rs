@@ -45,6 +45,20 @@ enum Kind {
 
 type CacheKey = (Arc<str>, EntityKey, Kind);
 
+/// A [`CacheKey`] borrowed from a read: (feature name, canonical key, kind). It
+/// hashes as the owned key does (a `str` hashes as the `Arc<str>` and the
+/// `EntityKey` around it), so a lookup clones nothing: cloning the feature's name,
+/// an `Arc` that every worker shares, wrote a cache line the other cores read
+/// twice per key.
+#[derive(Hash)]
+struct KeyRef<'a>(&'a str, &'a str, Kind);
+
+impl quick_cache::Equivalent<CacheKey> for KeyRef<'_> {
+    fn equivalent(&self, key: &CacheKey) -> bool {
+        self.2 == key.2 && self.1 == key.1.as_str() && self.0 == &*key.0
+    }
+}
+
 #[derive(Debug)]
 struct Entry {
     /// The entity the rows were decoded for: after a reload that changed it, the
@@ -158,9 +172,8 @@ impl RecordCache {
     pub fn invalidate(&self, feature: &str, key: &EntityKey) {
         let stripe = self.stripe(feature, key);
         self.stripes[stripe].fetch_add(1, Ordering::AcqRel);
-        let name: Arc<str> = Arc::from(feature);
         for kind in [Kind::Latest, Kind::History] {
-            self.map.remove(&(Arc::clone(&name), key.clone(), kind));
+            self.map.remove(&KeyRef(feature, key.as_str(), kind));
         }
         self.invalidations.fetch_add(1, Ordering::Relaxed);
     }
@@ -205,9 +218,7 @@ impl RecordCache {
     }
 
     fn get(&self, feature: &Feature, key: &EntityKey, kind: Kind) -> Option<Arc<Entry>> {
-        let e = self
-            .map
-            .get(&(Arc::clone(&feature.name), key.clone(), kind))?;
+        let e = self.map.get(&KeyRef(&feature.name, key.as_str(), kind))?;
         let fresh = e.expires.is_none_or(|t| Instant::now() < t);
         (fresh && Arc::ptr_eq(&e.entity, &feature.entity)).then_some(e)
     }
@@ -241,11 +252,11 @@ impl RecordCache {
             weight,
         };
         let cache_key = (Arc::clone(&feature.name), key.clone(), kind);
-        self.map.insert(cache_key.clone(), Arc::new(entry));
+        self.map.insert(cache_key, Arc::new(entry));
         // An invalidation or a reset between the check and the insert (they bump
         // their counter before they remove): take the entry out again.
         if self.stripes[ticket.stripe].load(Ordering::Acquire) != ticket.generation {
-            self.map.remove(&cache_key);
+            self.map.remove(&KeyRef(&feature.name, key.as_str(), kind));
         }
         if self.epoch.load(Ordering::Acquire) != ticket.epoch {
             self.map.clear();
@@ -390,5 +401,35 @@ impl FeatureStore for Caching {
 
     fn cache_stats(&self) -> Option<CacheStats> {
         Some(self.cache.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A borrowed key finds what an owned key stored: both hash alike, under the
+    /// cache's own hasher, and compare equal.
+    #[test]
+    fn a_borrowed_key_hashes_and_compares_as_the_owned_one() {
+        let hasher = quick_cache::DefaultHashBuilder::default();
+        for kind in [Kind::Latest, Kind::History] {
+            let owned: CacheKey = (Arc::from("f"), EntityKey::from_canonical("a|b"), kind);
+            let borrowed = KeyRef("f", "a|b", kind);
+            assert_eq!(hasher.hash_one(&owned), hasher.hash_one(&borrowed));
+            assert!(quick_cache::Equivalent::equivalent(&borrowed, &owned));
+            for other in [
+                KeyRef("g", "a|b", kind),
+                KeyRef("f", "a|c", kind),
+                KeyRef("fa", "|b", kind),
+            ] {
+                assert!(!quick_cache::Equivalent::equivalent(&other, &owned));
+            }
+        }
+        let owned: CacheKey = (Arc::from("f"), EntityKey::from_canonical("a"), Kind::Latest);
+        assert!(!quick_cache::Equivalent::equivalent(
+            &KeyRef("f", "a", Kind::History),
+            &owned
+        ));
     }
 }
