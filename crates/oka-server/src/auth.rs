@@ -183,9 +183,19 @@ impl ApiKeys {
         if !self.enabled() {
             return Ok(());
         }
-        let given = headers
-            .get("x-api-key")
-            .and_then(|v| v.to_str().ok())
+        // `X-API-Key` wins over `Authorization` when both are sent, so one that is
+        // present but unreadable is refused, never passed over for the other.
+        let api_key = match headers.get("x-api-key").map(|v| v.to_str()) {
+            Some(Err(_)) => {
+                return Err(ApiError::new(
+                    ErrorCode::Unauthenticated,
+                    "the `X-API-Key` header is not readable: a key is visible ASCII text; send the key itself (it takes precedence over `Authorization`)",
+                ));
+            }
+            Some(Ok(key)) => Some(key),
+            None => None,
+        };
+        let given = api_key
             .or_else(|| {
                 headers
                     .get("authorization")
@@ -271,6 +281,33 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::Unauthenticated);
         assert!(!format!("{k:?}").contains("reader"), "keys never printed");
+    }
+
+    #[test]
+    fn an_unreadable_x_api_key_is_refused_whatever_else_is_sent() {
+        let k = ApiKeys::parse(KEYS).unwrap();
+        let mut h = headers("authorization", "Bearer reader-key-0123456789");
+        h.insert(
+            "x-api-key",
+            HeaderValue::from_bytes(b"reader-key-\xff0123456789").unwrap(),
+        );
+        let e = k.check(&h, Scope::Read).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unauthenticated);
+        assert!(
+            e.message.contains("`X-API-Key` header is not readable"),
+            "{}",
+            e.message
+        );
+        // A readable but unknown X-API-Key also wins over a valid bearer token.
+        let mut h = headers("authorization", "Bearer reader-key-0123456789");
+        h.insert(
+            "x-api-key",
+            HeaderValue::from_static("not-a-key-0123456789"),
+        );
+        assert_eq!(
+            k.check(&h, Scope::Read).unwrap_err().code,
+            ErrorCode::Unauthenticated
+        );
     }
 
     #[test]

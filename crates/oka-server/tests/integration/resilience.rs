@@ -150,6 +150,66 @@ async fn auth_needs_keys_with_the_right_scope() {
     }
 }
 
+/// `X-API-Key` wins over `Authorization`: one that is present but not readable
+/// text (bytes beyond ASCII, over a real socket) is a 401 even beside a valid
+/// bearer token, on every port that checks keys.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_x_api_key_is_refused_beside_a_valid_bearer_token() {
+    use std::io::{Read as _, Write as _};
+    let keys = ApiKeys::parse("reader-key-0123456789 read,admin").unwrap();
+    let f = fixture_custom(|b| b.keys(keys)).await;
+    let config = oka_server::runtime::ServerConfig {
+        workers: 1,
+        pin: false,
+        ..oka_server::runtime::ServerConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+    };
+    let running = oka_server::runtime::start(&config, f.shared.clone()).unwrap();
+    let (addr, admin) = (running.addr, running.admin_addr);
+    let answers = tokio::task::spawn_blocking(move || {
+        let ask = |addr: std::net::SocketAddr, path: &str, x_api_key: &[u8]| {
+            let mut s = std::net::TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut req = format!(
+                "POST {path} HTTP/1.1\r\nhost: t\r\nconnection: close\r\nauthorization: Bearer reader-key-0123456789\r\ncontent-length: {}\r\n",
+                SEED.len()
+            )
+            .into_bytes();
+            if !x_api_key.is_empty() {
+                req.extend_from_slice(b"x-api-key: ");
+                req.extend_from_slice(x_api_key);
+                req.extend_from_slice(b"\r\n");
+            }
+            req.extend_from_slice(b"\r\n");
+            req.extend_from_slice(SEED.as_bytes());
+            s.write_all(&req).unwrap();
+            let mut out = Vec::new();
+            s.read_to_end(&mut out).unwrap();
+            String::from_utf8_lossy(&out).into_owned()
+        };
+        [
+            ask(addr, "/v1/features", b""),
+            ask(addr, "/v1/features", b"reader-key-\xff\xfe0123456789"),
+            ask(admin, "/admin/reload", b"\xc3("),
+        ]
+    })
+    .await
+    .unwrap();
+    assert!(answers[0].starts_with("HTTP/1.1 200 "), "{}", answers[0]);
+    for answer in &answers[1..] {
+        assert!(answer.starts_with("HTTP/1.1 401 "), "{answer}");
+        assert!(
+            answer.contains("`X-API-Key` header is not readable"),
+            "{answer}"
+        );
+    }
+    tokio::task::spawn_blocking(move || running.shutdown(Duration::from_secs(5)))
+        .await
+        .unwrap();
+}
+
 #[tokio::test]
 async fn reload_swaps_valid_specs_and_keeps_serving_on_invalid_ones() {
     let source = Arc::new(Mutex::new(SPEC.to_owned()));
