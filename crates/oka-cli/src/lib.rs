@@ -82,7 +82,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Serve features over HTTP.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Write a small runnable project into DIR: a spec (an entity, a pipeline
     /// feature, a window aggregate, a CEL feature), sample events and a README with
     /// the commands to validate, ingest and serve it.
@@ -204,7 +204,7 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve(args) => serve(args, natives).map(|()| ExitCode::SUCCESS),
+        Command::Serve(args) => serve(*args, natives).map(|()| ExitCode::SUCCESS),
         Command::Source(SourceCommand::Mock {
             spec,
             once,
@@ -403,6 +403,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!(e.message))?;
     let mut args = args;
     let feast = feast::prepare(&mut args.store, feast)?;
+    let tls = args.tls.load().map_err(|e| anyhow::anyhow!(e.message))?;
     warn_about_open_ports(args.listen, args.admin_listen, &keys);
     info!(
         spec = %args.spec_from(),
@@ -436,6 +437,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             .keys(keys)
             .reloader(reloader)
             .reload_interval(Duration::from_millis(args.reload_min_interval_ms))
+            .tls(tls.serving.iter().chain(&tls.admin).cloned().collect())
             .build();
         let sources = oka_ingest::source::start(
             shared.writer.clone(),
@@ -445,7 +447,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
         let sources = tokio::spawn(sources);
 
-        let config = server_config(&args);
+        let config = server_config(&args, tls);
         let running = oka_server::runtime::start(&config, Arc::clone(&shared))
             .map_err(|e| bind_failed(&config, &e))?;
         reload_on_sighup(Arc::clone(&shared));

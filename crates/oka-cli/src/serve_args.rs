@@ -4,13 +4,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 use oka_core::request::RequestLimits;
 use oka_server::Limits;
 use oka_server::runtime::ConnTimeouts;
-use oka_server::runtime::{RuntimeMode, ServerConfig, available_cpus};
+use oka_server::runtime::{RuntimeMode, ServerConfig, Tls, TlsError, TlsFiles, available_cpus};
 
 use crate::logs::LogFormat;
 use crate::{ingest, stores};
@@ -100,6 +101,8 @@ pub struct ServeArgs {
         requires = "feast_repo"
     )]
     pub grpc_listen: Option<SocketAddr>,
+    #[command(flatten, next_help_heading = "TLS")]
+    pub tls: TlsArgs,
     /// Worker threads (default: the CPUs this process may use).
     #[arg(help_heading = "Serving", long, env = "OKA_WORKERS")]
     pub workers: Option<usize>,
@@ -204,6 +207,91 @@ pub struct ServeArgs {
     pub log_format: LogFormat,
 }
 
+/// TLS on the serving and admin ports: PEM files, re-read on every reload
+/// (SIGHUP, `POST /admin/reload`).
+#[derive(Debug, Clone, clap::Args)]
+pub struct TlsArgs {
+    /// Serve HTTPS on the serving port with this certificate chain (PEM, leaf
+    /// first; ECDSA, Ed25519 or RSA). Needs --tls-key.
+    #[arg(long, env = "OKA_TLS_CERT", value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The serving certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, env = "OKA_TLS_KEY", value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM) on the serving port
+    /// (mutual TLS). Needs --tls-cert.
+    #[arg(
+        long,
+        env = "OKA_TLS_CLIENT_CA",
+        value_name = "PEM",
+        requires = "tls_cert"
+    )]
+    pub tls_client_ca: Option<PathBuf>,
+    /// Serve HTTPS on the admin port with this certificate chain (PEM). Needs
+    /// --admin-tls-key. Probes must then use HTTPS too.
+    #[arg(
+        long,
+        env = "OKA_ADMIN_TLS_CERT",
+        value_name = "PEM",
+        requires = "admin_tls_key"
+    )]
+    pub admin_tls_cert: Option<PathBuf>,
+    /// The admin certificate's private key (PEM).
+    #[arg(
+        long,
+        env = "OKA_ADMIN_TLS_KEY",
+        value_name = "PEM",
+        requires = "admin_tls_cert"
+    )]
+    pub admin_tls_key: Option<PathBuf>,
+    /// Require client certificates signed by this CA (PEM) on the admin port.
+    #[arg(
+        long,
+        env = "OKA_ADMIN_TLS_CLIENT_CA",
+        value_name = "PEM",
+        requires = "admin_tls_cert"
+    )]
+    pub admin_tls_client_ca: Option<PathBuf>,
+}
+
+/// The TLS of each port (none: plain HTTP).
+#[derive(Debug, Clone, Default)]
+pub struct PortsTls {
+    /// The serving port's.
+    pub serving: Option<Arc<Tls>>,
+    /// The admin port's.
+    pub admin: Option<Arc<Tls>>,
+}
+
+impl TlsArgs {
+    /// The serving port's and the admin port's TLS, read from their files now
+    /// (a bad file stops the start with the file and what to do).
+    pub fn load(&self) -> Result<PortsTls, TlsError> {
+        let port =
+            |cert: &Option<PathBuf>, key: &Option<PathBuf>, ca: &Option<PathBuf>, flag| match (
+                cert, key,
+            ) {
+                (Some(cert), Some(key)) => Tls::load(TlsFiles {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                    client_ca: ca.clone(),
+                    flag,
+                })
+                .map(Some),
+                _ => Ok(None),
+            };
+        Ok(PortsTls {
+            serving: port(&self.tls_cert, &self.tls_key, &self.tls_client_ca, "--tls")?,
+            admin: port(
+                &self.admin_tls_cert,
+                &self.admin_tls_key,
+                &self.admin_tls_client_ca,
+                "--admin-tls",
+            )?,
+        })
+    }
+}
+
 /// The serving limits the flags give.
 pub fn limits(args: &ServeArgs) -> Limits {
     Limits {
@@ -220,8 +308,8 @@ pub fn limits(args: &ServeArgs) -> Limits {
     }
 }
 
-/// The workers, listeners and connection limits `oka serve` was given.
-pub fn server_config(args: &ServeArgs) -> ServerConfig {
+/// The workers, listeners, connection limits and TLS `oka serve` was given.
+pub fn server_config(args: &ServeArgs, tls: PortsTls) -> ServerConfig {
     ServerConfig {
         workers: args.workers.unwrap_or_else(available_cpus),
         pin: args.pin,
@@ -235,6 +323,8 @@ pub fn server_config(args: &ServeArgs) -> ServerConfig {
         },
         max_connections: args.max_connections.max(1),
         grpc_listen: args.grpc_listen,
+        tls: tls.serving,
+        admin_tls: tls.admin,
         ..ServerConfig::new(args.listen, args.admin_listen)
     }
 }

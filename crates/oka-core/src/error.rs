@@ -162,7 +162,8 @@ error_codes! {
     Unauthenticated = "unauthenticated",
     /// The API key lacks the scope this route needs.
     Forbidden = "forbidden",
-    /// A spec given for reload is invalid (the old one keeps serving).
+    /// What a reload read is invalid: the spec, the API keys or a TLS
+    /// certificate or key (the old ones keep serving).
     InvalidSpec = "invalid_spec",
     /// No such route.
     NotFound = "not_found",

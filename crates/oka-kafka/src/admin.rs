@@ -74,6 +74,8 @@ async fn serve_bounded(
         events,
         timeouts,
         max_connections,
+        // The Kafka source's admin port serves plain HTTP (probes, scrapes).
+        tls: None,
     }
     .run(listener, stop)
     .await

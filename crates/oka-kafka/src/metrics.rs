@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use oka_ingest::IngestMetrics;
 use oka_telemetry::families as F;
-use oka_telemetry::http::{ConnEvents, ConnRefusal, ConnTimeout};
+use oka_telemetry::http::{ConnEvents, ConnRefusal, ConnTimeout, TlsFailure};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
@@ -212,6 +212,7 @@ struct HttpCounters {
     refused: Family<ReasonLabel, Counter>,
     accept_errors: Family<KindLabel, Counter>,
     unanswered: Counter,
+    tls_failures: Family<ReasonLabel, Counter>,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -246,6 +247,11 @@ impl HttpCounters {
         for kind in ["fd_limit", "other"] {
             drop(self.accept_errors.get_or_create(&KindLabel { kind }));
         }
+        for why in TlsFailure::ALL {
+            drop(self.tls_failures.get_or_create(&ReasonLabel {
+                reason: why.label(),
+            }));
+        }
         let f = F::HTTP_CONNECTIONS_ACCEPTED;
         r.register(f.name, f.help, self.accepted.clone());
         let f = F::HTTP_CONNECTION_TIMEOUTS;
@@ -256,6 +262,8 @@ impl HttpCounters {
         r.register(f.name, f.help, self.accept_errors.clone());
         let f = F::HTTP_SHUTDOWN_UNANSWERED;
         r.register(f.name, f.help, self.unanswered.clone());
+        let f = F::HTTP_TLS_FAILURES;
+        r.register(f.name, f.help, self.tls_failures.clone());
     }
 }
 
@@ -292,6 +300,15 @@ impl ConnEvents for KafkaMetrics {
 
     fn unanswered_connections(&self, n: u64) {
         self.http.unanswered.inc_by(n);
+    }
+
+    fn tls_failed(&self, why: TlsFailure) {
+        self.http
+            .tls_failures
+            .get_or_create(&ReasonLabel {
+                reason: why.label(),
+            })
+            .inc();
     }
 }
 

@@ -335,6 +335,7 @@ pub struct Metrics {
     refused: [Counter; 6],
     accept_errors: [Counter; 2],
     unanswered: Counter,
+    tls_failures: [Counter; 2],
     reloads: [Counter; 3],
     lenient: [Counter; 3],
 }
@@ -393,6 +394,7 @@ impl Metrics {
             refused: Default::default(),
             accept_errors: Default::default(),
             unanswered: Counter::default(),
+            tls_failures: Default::default(),
             reloads: Default::default(),
             lenient: Default::default(),
         }
@@ -500,5 +502,9 @@ impl oka_telemetry::http::ConnEvents for Metrics {
 
     fn unanswered_connections(&self, n: u64) {
         self.unanswered.add(n);
+    }
+
+    fn tls_failed(&self, why: oka_telemetry::http::TlsFailure) {
+        self.tls_failures[why as usize].add(1);
     }
 }

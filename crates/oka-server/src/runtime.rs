@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use oka_telemetry::http::ConnTimeouts;
+pub use oka_telemetry::http::{ConnTimeouts, Tls, TlsError, TlsFiles};
 use oka_telemetry::http::{Listener, Served, bind, check_fd_limit};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
@@ -65,6 +65,10 @@ pub struct ServerConfig {
     /// Feast's gRPC services' address (`--grpc-listen`, with a Feast
     /// repository), if any.
     pub grpc_listen: Option<SocketAddr>,
+    /// TLS on the serving port (`--tls-cert`, `--tls-key`), or plain HTTP.
+    pub tls: Option<Arc<Tls>>,
+    /// TLS on the admin port (`--admin-tls-cert`, `--admin-tls-key`).
+    pub admin_tls: Option<Arc<Tls>>,
 }
 
 impl ServerConfig {
@@ -79,6 +83,8 @@ impl ServerConfig {
             timeouts: ConnTimeouts::default(),
             max_connections: DEFAULT_MAX_CONNECTIONS,
             grpc_listen: None,
+            tls: None,
+            admin_tls: None,
         }
     }
 }
@@ -257,6 +263,8 @@ struct Thread {
     metrics: Arc<Metrics>,
     /// The worker's gRPC listener, if gRPC is served.
     grpc: Option<TcpListener>,
+    /// TLS on this listener, or plain HTTP.
+    tls: Option<Arc<Tls>>,
 }
 
 fn spawn_server(
@@ -303,6 +311,7 @@ async fn serve_thread(thread: Thread, stop: watch::Receiver<bool>) -> Served {
         max_connections,
         metrics,
         grpc,
+        tls,
         ..
     } = thread;
     let mut grpc_server = None;
@@ -333,6 +342,7 @@ async fn serve_thread(thread: Thread, stop: watch::Receiver<bool>) -> Served {
         events: metrics,
         timeouts,
         max_connections,
+        tls,
     };
     let served = server.run(listener, stop).await;
     if let Some(grpc) = grpc_server {
@@ -365,6 +375,20 @@ fn spawn_grpc(
     }
 }
 
+/// The start's last line: where each port listens, and which speak TLS.
+fn log_serving(
+    config: &ServerConfig,
+    addr: SocketAddr,
+    admin_addr: SocketAddr,
+    grpc_addr: Option<SocketAddr>,
+) {
+    let (tls, admin_tls) = (config.tls.is_some(), config.admin_tls.is_some());
+    match grpc_addr {
+        Some(grpc_addr) => info!(%addr, %admin_addr, %grpc_addr, tls, admin_tls, "serving"),
+        None => info!(%addr, %admin_addr, tls, admin_tls, "serving"),
+    }
+}
+
 /// Binds and starts `config.workers` workers and the admin server.
 pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> {
     let workers = config.workers.max(1);
@@ -383,6 +407,7 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
         max_connections,
         metrics: Arc::clone(&shared.metrics),
         grpc: None,
+        tls: config.tls.clone(),
     };
     let (grpc_addr, mut grpc_listeners) = grpc_listeners(config, workers)?;
 
@@ -428,13 +453,11 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
     let admin_thread = Thread {
         // The admin port's probes and scrapers keep their connections while draining.
         draining: Arc::new(AtomicBool::new(false)),
+        tls: config.admin_tls.clone(),
         ..thread("oka-admin".to_owned(), admin, admin_app, None)
     };
     let admin = spawn_server(admin_thread, admin_rx, None)?;
-    match grpc_addr {
-        Some(grpc_addr) => info!(%addr, %admin_addr, %grpc_addr, "serving"),
-        None => info!(%addr, %admin_addr, "serving"),
-    }
+    log_serving(config, addr, admin_addr, grpc_addr);
     Ok(Running {
         addr,
         admin_addr,

@@ -9,6 +9,7 @@ use arc_swap::ArcSwap;
 use oka_core::Registry;
 use oka_core::request::RequestLimits;
 use oka_storage::{FeatureStore, StoreWatch};
+use oka_telemetry::http::Tls;
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
@@ -153,6 +154,8 @@ pub struct Shared {
     /// The Feast registry served by Feast's routes (`oka serve --feast-repo`),
     /// swapped by reloads; none without one.
     pub feast: Option<oka_feast::SharedRegistry>,
+    /// The TLS ports' certificates, re-read by every reload.
+    tls: Vec<Arc<Tls>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -196,6 +199,7 @@ impl Shared {
             reload_interval: DEFAULT_RELOAD_INTERVAL,
             store_name: None,
             feast: None,
+            tls: Vec::new(),
         }
     }
 
@@ -259,23 +263,42 @@ impl Shared {
             return Err(ReloadError::Busy);
         };
         self.reload_wait(*last)?;
-        let result = reloader();
+        // Certificates first: read and checked, installed only with the spec.
+        let certificates = self
+            .tls
+            .iter()
+            .map(|t| t.prepare())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ReloadFailure {
+                message: e.message,
+                public: e.public,
+            });
+        let result = certificates.and_then(|c| reloader().map(|loaded| (loaded, c)));
         *last = Some(Instant::now());
         match result {
-            Ok((registry, keys)) => {
-                let summary = format!(
+            Ok(((registry, keys), certificates)) => {
+                let mut summary = format!(
                     "{} features, {} API keys",
                     registry.features().len(),
                     keys.len()
                 );
+                if !certificates.is_empty() {
+                    summary.push_str(&format!(
+                        ", TLS certificates of {} port(s) re-read",
+                        certificates.len()
+                    ));
+                }
                 let previous = self.loaded.load();
                 self.loaded
                     .store(Arc::new(Loaded::new(registry, keys, Some(&previous))));
+                for (tls, prepared) in self.tls.iter().zip(certificates) {
+                    tls.install(prepared);
+                }
                 info!(summary = %summary, "spec reloaded");
                 Ok(summary)
             }
             Err(failure) => {
-                warn!(reason = %failure.message, "reload rejected; the previous spec keeps serving");
+                warn!(reason = %failure.message, "reload rejected; the previous spec, keys and certificates keep serving");
                 Err(ReloadError::Invalid(failure))
             }
         }
@@ -327,6 +350,7 @@ pub struct SharedBuilder {
     reload_interval: Duration,
     store_name: Option<String>,
     feast: Option<oka_feast::SharedRegistry>,
+    tls: Vec<Arc<Tls>>,
 }
 
 impl std::fmt::Debug for SharedBuilder {
@@ -380,6 +404,13 @@ impl SharedBuilder {
         self
     }
 
+    /// Certificates a reload re-reads (the TLS ports'): a reload is all or
+    /// nothing, so one bad file keeps the old spec, keys and certificates.
+    pub fn tls(mut self, tls: Vec<Arc<Tls>>) -> Self {
+        self.tls = tls;
+        self
+    }
+
     /// The shared state; starts the write path on the current tokio runtime.
     pub fn build(self) -> Arc<Shared> {
         let metrics = Arc::new(Metrics::new(self.store.backend()));
@@ -406,6 +437,7 @@ impl SharedBuilder {
             workers: Mutex::new(Vec::new()),
             feast: self.feast,
             serving_addr: std::sync::OnceLock::new(),
+            tls: self.tls,
         })
     }
 }

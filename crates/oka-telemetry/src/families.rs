@@ -115,6 +115,13 @@ pub const HTTP_SHUTDOWN_UNANSWERED: Family = Family {
     buckets: &[],
 };
 
+/// `oka_http_tls_failures_total` (label `reason`: `plain_http`, `handshake`).
+pub const HTTP_TLS_FAILURES: Family = Family {
+    name: "oka_http_tls_failures",
+    help: "Connections to a TLS port that ended before a request could be read, by reason (plain_http: the client spoke plain HTTP; handshake: no common protocol, a client certificate missing or untrusted, a malformed message); a handshake too slow is a header_read timeout",
+    buckets: &[],
+};
+
 /// Every shared family, for checks that walk them.
 pub const ALL: &[Family] = &[
     STORAGE_WRITE_DURATION,
@@ -128,6 +135,7 @@ pub const ALL: &[Family] = &[
     HTTP_REFUSED,
     HTTP_ACCEPT_ERRORS,
     HTTP_SHUTDOWN_UNANSWERED,
+    HTTP_TLS_FAILURES,
 ];
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use oka_telemetry::families as F;
+use oka_telemetry::http::TlsFailure;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{
     DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet,
@@ -158,6 +159,15 @@ impl Collector for Scrape {
             F::HTTP_SHUTDOWN_UNANSWERED.name,
             &F::HTTP_SHUTDOWN_UNANSWERED.help_line(),
             &m.unanswered,
+        )?;
+        family(
+            e,
+            F::HTTP_TLS_FAILURES.name,
+            &F::HTTP_TLS_FAILURES.help_line(),
+            MetricType::Counter,
+            TlsFailure::ALL
+                .iter()
+                .map(|t| ([("reason", t.label())], &m.tls_failures[*t as usize])),
         )?;
         family(
             e,

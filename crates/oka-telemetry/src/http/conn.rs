@@ -8,7 +8,11 @@
 //!   `idle`, then it is closed (keep it longer than the load balancer's own idle
 //!   timeout, so that the balancer closes first and never sends a request on a
 //!   connection the server is closing);
-//! - the body-read deadline is the handler's (`router::read_body`).
+//! - the body-read deadline is the handler's (`router::read_body`);
+//! - on a TLS listener ([`super::Tls`]) the handshake is read under the same
+//!   header-read deadline (a client that never finishes it is closed), a
+//!   client that speaks plain HTTP is answered 400 in plain HTTP, and ALPN
+//!   picks HTTP/2 or HTTP/1.1.
 //!
 //! hyper's own header timer also runs between requests, so one timer would be
 //! both; the split is kept here: [`Clocked`] wraps the socket and fails a read
@@ -25,13 +29,15 @@
 //! close`. hyper's own graceful shutdown is not used: it would close a connection
 //! whose request head is received but not yet parsed. Complete requests a client
 //! pipelined behind the last one answered cannot be answered any more: they are
-//! reported, so the shutdown does not claim a clean finish.
+//! reported, so the shutdown does not claim a clean finish. An HTTP/2 connection
+//! gets a GOAWAY instead (when the server drains or stops): the streams it has
+//! begun are served, and the client knows which it must send again.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::pin::{Pin, pin};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -49,7 +55,13 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
-use super::{ConnEvents, ConnTimeout};
+use super::{ConnEvents, ConnTimeout, TlsFailure};
+
+mod h2;
+mod handshake;
+
+use h2::serve_http2;
+use handshake::{FirstByte, answer_plain_http, first_byte};
 
 /// How long a connection may take between and before requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,13 +88,20 @@ impl Default for ConnTimeouts {
 const WAITING: u8 = 0;
 /// Some of a request head has arrived.
 const HEAD: u8 = 1;
-/// A request is being served.
+/// A request is being served (as `Clocked::armed`: no deadline armed; the
+/// connection's phase is then `Phase::in_flight` > 0).
 const SERVING: u8 = 2;
 
 /// What the socket wrapper and the service share about one connection.
 #[derive(Debug)]
 struct Phase {
+    /// `WAITING` or `HEAD` while nothing is being served.
     now: AtomicU8,
+    /// Requests being served (HTTP/1.1: at most one; HTTP/2: one per stream).
+    in_flight: AtomicU32,
+    /// The connection speaks HTTP/2: arriving bytes (frames, pings) do not
+    /// start a request head's deadline; between requests the idle one runs.
+    http2: AtomicBool,
     /// Responses produced so far; a change re-arms the idle deadline.
     served: AtomicU64,
     /// The server stopped: a connection with nothing of a next request received
@@ -118,13 +137,15 @@ pub struct Clocked {
 }
 
 impl Clocked {
+    /// `due`: when the first request head (and, on a TLS listener, the
+    /// handshake before it) must have arrived.
     fn new(
         inner: TcpStream,
         phase: Arc<Phase>,
         timeouts: ConnTimeouts,
+        due: Instant,
         events: Arc<dyn ConnEvents>,
     ) -> Self {
-        let due = Instant::now() + timeouts.header_read;
         Self {
             inner,
             phase,
@@ -184,7 +205,7 @@ impl AsyncRead for Clocked {
                 }
                 // The first bytes of a request: its head's deadline is armed if
                 // the head does not arrive whole (the next read waits, below).
-                if buf.filled().len() > before {
+                if buf.filled().len() > before && !this.phase.http2.load(Ordering::Relaxed) {
                     let _ = this.phase.now.compare_exchange(
                         WAITING,
                         HEAD,
@@ -196,7 +217,11 @@ impl AsyncRead for Clocked {
             }
             Poll::Pending => Poll::Pending,
         };
-        let now = this.phase.now.load(Ordering::Acquire);
+        let now = if this.phase.in_flight.load(Ordering::Acquire) > 0 {
+            SERVING
+        } else {
+            this.phase.now.load(Ordering::Acquire)
+        };
         if now != SERVING
             && this.phase.stopping.load(Ordering::Acquire)
             && this.received_at != Some(this.phase.served.load(Ordering::Acquire))
@@ -286,20 +311,23 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
     type Future = ResponseFuture;
 
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
-        self.phase.now.store(SERVING, Ordering::Release);
+        self.phase.in_flight.fetch_add(1, Ordering::AcqRel);
         let phase = Arc::clone(&self.phase);
         let response = tower::ServiceExt::oneshot(self.app.clone(), req.map(Body::new));
         Box::pin(async move {
             let mut response = response.await;
             if let Ok(r) = &mut response
                 && phase.draining.load(Ordering::Acquire)
+                && !phase.http2.load(Ordering::Relaxed)
             {
                 // hyper closes the connection after an answer that says so.
+                // (HTTP/2 has no such header: its connection gets a GOAWAY.)
                 r.headers_mut()
                     .insert(CONNECTION, HeaderValue::from_static("close"));
             }
             phase.now.store(WAITING, Ordering::Release);
             phase.served.fetch_add(1, Ordering::AcqRel);
+            phase.in_flight.fetch_sub(1, Ordering::AcqRel);
             response
         })
     }
@@ -323,33 +351,126 @@ pub struct Shutdown {
 }
 
 /// Serves one connection until the client closes it, a timeout closes it, or
-/// the server stops and it finishes ([`Shutdown`]).
+/// the server stops and it finishes ([`Shutdown`]). With `tls`, the connection
+/// is a TLS one made with that configuration.
 pub async fn serve(
     stream: TcpStream,
     app: Router,
     timeouts: ConnTimeouts,
     events: Arc<dyn ConnEvents>,
     shutdown: Shutdown,
+    tls: Option<Arc<rustls::ServerConfig>>,
 ) -> Ended {
+    let due = Instant::now() + timeouts.header_read;
     let phase = Arc::new(Phase {
         now: AtomicU8::new(HEAD),
+        in_flight: AtomicU32::new(0),
+        http2: AtomicBool::new(false),
         served: AtomicU64::new(0),
         stopping: AtomicBool::new(false),
         draining: shutdown.draining,
     });
-    let io = TokioIo::new(Clocked::new(stream, Arc::clone(&phase), timeouts, events));
+    let Some(config) = tls else {
+        let io = Clocked::new(stream, Arc::clone(&phase), timeouts, due, events);
+        return serve_http1(io, app, phase, shutdown.stop).await;
+    };
+    let mut stop = pin!(super::stopped(shutdown.stop.clone()));
+    // A client speaking plain HTTP to a TLS port gets an answer it can read.
+    let first = tokio::select! {
+        first = first_byte(&stream, due) => first,
+        () = &mut stop => return Ended::default(),
+    };
+    match first {
+        FirstByte::Tls => {}
+        FirstByte::PlainHttp => {
+            events.tls_failed(TlsFailure::PlainHttp);
+            answer_plain_http(stream).await;
+            return Ended::default();
+        }
+        FirstByte::TimedOut => {
+            events.connection_timed_out(ConnTimeout::HeaderRead);
+            return Ended::default();
+        }
+        FirstByte::Closed => return Ended::default(),
+    }
+    let io = Clocked::new(
+        stream,
+        Arc::clone(&phase),
+        timeouts,
+        due,
+        Arc::clone(&events),
+    );
+    // The handshake's reads run under the first head's deadline (`due`).
+    let handshake = tokio::select! {
+        handshake = tokio_rustls::TlsAcceptor::from(config).accept(io) => handshake,
+        () = &mut stop => return Ended::default(),
+    };
+    let stream = match handshake {
+        Ok(stream) => stream,
+        Err(e) => {
+            // A timeout was counted by the socket's clock.
+            if e.kind() != io::ErrorKind::TimedOut {
+                events.tls_failed(TlsFailure::Handshake);
+                debug!(error = %e, "TLS handshake failed");
+            }
+            return Ended::default();
+        }
+    };
+    if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+        phase.http2.store(true, Ordering::Relaxed);
+        serve_http2(stream, app, phase, shutdown.stop).await
+    } else {
+        serve_http1(stream, app, phase, shutdown.stop).await
+    }
+}
+
+/// What a connection is served over: the clocked socket, or TLS over it.
+trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// The client's socket.
+    fn tcp(&self) -> &TcpStream;
+    /// Whether what arrives on the socket is encrypted (not a request to read).
+    fn encrypted(&self) -> bool;
+}
+
+impl Transport for Clocked {
+    fn tcp(&self) -> &TcpStream {
+        &self.inner
+    }
+
+    fn encrypted(&self) -> bool {
+        false
+    }
+}
+
+impl Transport for tokio_rustls::server::TlsStream<Clocked> {
+    fn tcp(&self) -> &TcpStream {
+        &self.get_ref().0.inner
+    }
+
+    fn encrypted(&self) -> bool {
+        true
+    }
+}
+
+/// Serves HTTP/1.1 on `io` (see the module's notes on shutdown).
+async fn serve_http1<T: Transport>(
+    io: T,
+    app: Router,
+    phase: Arc<Phase>,
+    stop: watch::Receiver<bool>,
+) -> Ended {
     let mut conn = hyper::server::conn::http1::Builder::new()
         // Oka's own timers (above) replace hyper's, which would also close
         // keep-alive connections after the header timeout.
         .header_read_timeout(None)
         .serve_connection(
-            io,
+            TokioIo::new(io),
             Tracked {
                 app,
                 phase: Arc::clone(&phase),
             },
         );
-    let mut stop = pin!(super::stopped(shutdown.stop));
+    let mut stop = pin!(super::stopped(stop));
     let mut stopping = false;
     let result = std::future::poll_fn(|cx| {
         if !stopping && stop.as_mut().poll(cx).is_ready() {
@@ -363,12 +484,12 @@ pub async fn serve(
     match result {
         Ok(()) => {
             let parts = conn.into_parts();
-            let mut stream = parts.io.into_inner().inner;
-            let unanswered = stopping && holds_a_request(&parts.read_buf, &stream);
+            let mut io = parts.io.into_inner();
+            let unanswered = stopping && holds_a_request(&parts.read_buf, io.tcp(), io.encrypted());
             if unanswered {
                 debug!("a connection closed by shutdown had requests it did not answer");
             }
-            let _ = stream.shutdown().await;
+            let _ = io.shutdown().await;
             Ended { unanswered }
         }
         Err(e) => {
@@ -380,10 +501,12 @@ pub async fn serve(
 
 /// Whether `buffered` plus what is waiting on the socket holds a complete request
 /// head (a request the client sent and will not get an answer to).
-fn holds_a_request(buffered: &[u8], stream: &TcpStream) -> bool {
+/// What is waiting on an encrypted socket cannot be read here: only what was
+/// decrypted into `buffered` counts.
+fn holds_a_request(buffered: &[u8], stream: &TcpStream, encrypted: bool) -> bool {
     let mut bytes = buffered.to_vec();
     let mut chunk = [0u8; 8192];
-    while bytes.len() < 64 * 1024 {
+    while !encrypted && bytes.len() < 64 * 1024 {
         match stream.try_read(&mut chunk) {
             Ok(n) if n > 0 => bytes.extend_from_slice(&chunk[..n]),
             _ => break,
@@ -414,6 +537,13 @@ const REFUSAL_LINGER: Duration = Duration::from_millis(500);
 /// client reads the answer.
 pub async fn refuse(mut stream: TcpStream) {
     refuse_now(&stream);
+    linger(&mut stream).await;
+}
+
+/// Half-closes `stream` after an answer written to it, and reads and drops
+/// what the client sent for up to `REFUSAL_LINGER`, so that closing does not
+/// reset the connection before the client reads the answer.
+async fn linger(stream: &mut TcpStream) {
     let _ = stream.shutdown().await;
     let _ = tokio::time::timeout(REFUSAL_LINGER, async {
         let mut sink = [0u8; 4096];

@@ -11,7 +11,7 @@ use tokio::task::JoinSet;
 
 use super::accept::{AcceptErrors, is_connection_error};
 use super::conn::{self, ConnTimeouts};
-use super::{ConnEvents, ConnRefusal, stopped};
+use super::{ConnEvents, ConnRefusal, Tls, stopped};
 
 /// One accept loop: a listener, its router and its limits.
 pub struct Listener {
@@ -30,8 +30,11 @@ pub struct Listener {
     pub events: Arc<dyn ConnEvents>,
     /// Header-read and idle timeouts.
     pub timeouts: ConnTimeouts,
-    /// Connections held at once; beyond, a new one is answered 503 and closed.
+    /// Connections held at once; beyond, a new one is answered 503 and closed
+    /// (on a TLS port: closed).
     pub max_connections: usize,
+    /// Serve TLS with this configuration (re-read on reload), or plain HTTP.
+    pub tls: Option<Arc<Tls>>,
 }
 
 impl std::fmt::Debug for Listener {
@@ -40,6 +43,7 @@ impl std::fmt::Debug for Listener {
             .field("name", &self.name)
             .field("timeouts", &self.timeouts)
             .field("max_connections", &self.max_connections)
+            .field("tls", &self.tls.as_ref().map(|t| t.files()))
             .finish_non_exhaustive()
     }
 }
@@ -116,7 +120,10 @@ impl Listener {
         self.events.connection_accepted();
         if self.open.load(Ordering::Acquire) >= self.max_connections {
             self.events.connection_refused(ConnRefusal::ConnectionCap);
-            if lingering.len() < MAX_LINGERING_REFUSALS {
+            if self.tls.is_some() {
+                // A plain-text 503 would break the client's handshake: closed.
+                drop(stream);
+            } else if lingering.len() < MAX_LINGERING_REFUSALS {
                 lingering.spawn(conn::refuse(stream));
             } else {
                 conn::refuse_now(&stream);
@@ -134,6 +141,7 @@ impl Listener {
                 draining: Arc::clone(&self.draining),
                 stop: stop.clone(),
             },
+            self.tls.as_ref().map(|t| t.config()),
         );
         connections.spawn(async move {
             let ended = serving.await;

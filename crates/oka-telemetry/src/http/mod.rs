@@ -12,10 +12,12 @@
 mod accept;
 pub mod conn;
 mod listener;
+pub mod tls;
 
 pub use accept::check_fd_limit;
 pub use conn::{ConnTimeouts, Ended, Shutdown};
 pub use listener::{Listener, Served, bind};
+pub use tls::{Tls, TlsError, TlsFiles};
 
 use tokio::sync::watch;
 
@@ -63,6 +65,29 @@ impl ConnRefusal {
     }
 }
 
+/// Why a connection to a TLS port ended before a request could be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsFailure {
+    /// The client spoke plain HTTP (answered 400 in plain HTTP).
+    PlainHttp,
+    /// The handshake failed: no protocol or cipher in common, a client
+    /// certificate missing or not trusted, a malformed message.
+    Handshake,
+}
+
+impl TlsFailure {
+    /// Every value, in label order.
+    pub const ALL: [TlsFailure; 2] = [TlsFailure::PlainHttp, TlsFailure::Handshake];
+
+    /// The `reason` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::PlainHttp => "plain_http",
+            Self::Handshake => "handshake",
+        }
+    }
+}
+
 /// What a [`Listener`] reports. Each process counts these under the
 /// `oka_http_*` families of [`crate::families`], so the families mean the same
 /// in every process.
@@ -77,6 +102,9 @@ pub trait ConnEvents: std::fmt::Debug + Send + Sync + 'static {
     fn connection_timed_out(&self, phase: ConnTimeout);
     /// A shutdown closed `n` connections with complete requests unanswered.
     fn unanswered_connections(&self, n: u64);
+    /// A connection to a TLS port ended before its handshake completed (a
+    /// handshake too slow is a [`ConnTimeout::HeaderRead`]).
+    fn tls_failed(&self, why: TlsFailure);
 }
 
 /// Resolves once `rx` reads true (or its sender is gone): the shutdown signal

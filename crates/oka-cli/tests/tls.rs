@@ -1,0 +1,479 @@
+//! TLS on `oka serve`'s ports, over real sockets, with certificates made here
+//! (rcgen; RSA ones with the `openssl` CLI): curl over HTTPS with HTTP/1.1 and,
+//! through ALPN, HTTP/2; an expired, wrong-host or untrusted certificate refused
+//! by the client; plain HTTP to the TLS port answered 400; a thousand
+//! connections that never finish their handshake closed while a probe is
+//! served; bad files at start and on reload named; certificate rotation on
+//! reload while an old connection finishes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair, SanType};
+
+mod common;
+
+use common::{OKA, http, start_oka};
+
+const SEED: &str = r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-21"}],"udf_args":{"simple_feature":{"multiplier":2.0}}}"#;
+
+/// A CA and what it signed, written to a directory of the test's own.
+struct Pki {
+    dir: PathBuf,
+    ca: rcgen::Certificate,
+    ca_key: KeyPair,
+}
+
+impl Pki {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("oka-tls-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca_key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("Oka test CA {name}"));
+        let ca = params.self_signed(&ca_key).unwrap();
+        std::fs::write(dir.join("ca.pem"), ca.pem()).unwrap();
+        Self { dir, ca, ca_key }
+    }
+
+    fn path(&self, file: &str) -> PathBuf {
+        self.dir.join(file)
+    }
+
+    /// A leaf for `hosts` (and 127.0.0.1), written as `<stem>.pem` and
+    /// `<stem>.key`; `expired` dates it in the past.
+    fn leaf(&self, stem: &str, hosts: &[&str], expired: bool) -> (PathBuf, PathBuf) {
+        let key = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>())
+                .unwrap();
+        params
+            .subject_alt_names
+            .push(SanType::IpAddress("127.0.0.1".parse().unwrap()));
+        if expired {
+            params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+            params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        }
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        let (cert_path, key_path) = (
+            self.path(&format!("{stem}.pem")),
+            self.path(&format!("{stem}.key")),
+        );
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        (cert_path, key_path)
+    }
+}
+
+fn tls_args<'a>(cert: &'a Path, key: &'a Path) -> Vec<&'a str> {
+    vec![
+        "--demo",
+        "--workers",
+        "1",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]
+}
+
+/// `curl` asked for the seed request at `https://<host>:<port>/v1/features`
+/// (`host` resolved to 127.0.0.1), with `extra` flags; prints the body, then the
+/// HTTP version on a line of its own.
+fn curl(host: &str, port: u16, ca: Option<&Path>, extra: &[&str]) -> Output {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "10", "--resolve"])
+        .arg(format!("{host}:{port}:127.0.0.1"))
+        .args(["-w", "\n%{http_version}", "-d", SEED])
+        .args(extra)
+        .arg(format!("https://{host}:{port}/v1/features"));
+    if let Some(ca) = ca {
+        cmd.arg("--cacert").arg(ca);
+    }
+    cmd.stdin(Stdio::null()).output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {:?}\nstdout {}\nstderr {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn https_with_http1_and_http2_and_clients_refuse_bad_certificates() {
+    let pki = Pki::new("serve");
+    let (cert, key) = pki.leaf("server", &["localhost"], false);
+    let oka = start_oka(&tls_args(&cert, &key), None);
+    let port = oka.addr.port();
+    let ca = pki.path("ca.pem");
+
+    for (flag, version) in [("--http1.1", "1.1"), ("--http2", "2")] {
+        let out = curl("localhost", port, Some(&ca), &[flag]);
+        let answer = text(&out);
+        assert!(out.status.success(), "{answer}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let (body, got) = stdout.rsplit_once('\n').unwrap();
+        assert_eq!(got, version, "{answer}");
+        let json: serde_json::Value = serde_json::from_str(body).unwrap();
+        assert_eq!(json["results"]["simple_feature"][0][0]["value"], 42.0);
+    }
+
+    // The client refuses a certificate for another host, and one it cannot trust.
+    let out = curl("other.example", port, Some(&ca), &[]);
+    assert_eq!(out.status.code(), Some(60), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("other.example"),
+        "{}",
+        text(&out)
+    );
+    let out = curl("localhost", port, None, &[]);
+    assert_eq!(out.status.code(), Some(60), "{}", text(&out));
+
+    // Plain HTTP to the TLS port: a 400 a person can read, then the close.
+    let (status, body) = http(oka.addr, "POST", "/v1/features", SEED).unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("this port speaks HTTPS"), "{body}");
+
+    // The refusals the server sees counted (the admin port is plain here): the
+    // plain request and the untrusted certificate's alert (curl checks the
+    // host name after the handshake, and just closes). The server may read
+    // the alert after curl has exited.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (_, metrics) = http(oka.admin, "GET", "/metrics", "").unwrap();
+        let counted = metrics.contains("oka_http_tls_failures_total{reason=\"plain_http\"} 1")
+            && metrics.contains("oka_http_tls_failures_total{reason=\"handshake\"} 1");
+        if counted {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{metrics}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_expired_certificate_is_refused_by_the_client() {
+    let pki = Pki::new("expired");
+    let (cert, key) = pki.leaf("old", &["localhost"], true);
+    let oka = start_oka(&tls_args(&cert, &key), None);
+    let out = curl("localhost", oka.addr.port(), Some(&pki.path("ca.pem")), &[]);
+    assert_eq!(out.status.code(), Some(60), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("expired"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn rsa_certificates_and_https_on_the_admin_port() {
+    let pki = Pki::new("rsa");
+    let (cert, key) = (pki.path("rsa.pem"), pki.path("rsa.key"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=localhost", "-addext"])
+        .arg("subjectAltName=DNS:localhost,IP:127.0.0.1")
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made));
+    let (port, admin_port) = (common::free_port(), common::free_port());
+    let _server = common::Server(
+        Command::new(OKA)
+            .args(["serve", "--demo", "--workers", "1"])
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+            .arg("--tls-cert")
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(&key)
+            .arg("--admin-tls-cert")
+            .arg(&cert)
+            .arg("--admin-tls-key")
+            .arg(&key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The probe, over HTTPS on the admin port.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "5",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+            ])
+            .arg("--cacert")
+            .arg(&cert)
+            .arg(format!("https://127.0.0.1:{admin_port}/readyz"))
+            .output()
+            .unwrap();
+        if out.stdout == b"200" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never ready over HTTPS: {}",
+            text(&out)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let out = curl("localhost", port, Some(&cert), &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("42.0"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn connections_that_never_finish_the_handshake_are_closed_and_a_probe_is_served() {
+    let pki = Pki::new("stall");
+    let (cert, key) = pki.leaf("server", &["localhost"], false);
+    let mut args = tls_args(&cert, &key);
+    args.extend(["--header-read-timeout-ms", "1500"]);
+    let oka = start_oka(&args, None);
+    // Half send nothing, half the first bytes of a TLS record and then nothing.
+    let stalled: Vec<TcpStream> = (0..1000)
+        .map(|i| {
+            let mut s = TcpStream::connect(oka.addr).unwrap();
+            if i % 2 == 1 {
+                s.write_all(&[0x16, 0x03, 0x01]).unwrap();
+            }
+            s
+        })
+        .collect();
+    let out = curl("localhost", oka.addr.port(), Some(&pki.path("ca.pem")), &[]);
+    assert!(
+        out.status.success(),
+        "a probe while 1,000 stall: {}",
+        text(&out)
+    );
+    let started = Instant::now();
+    for mut s in stalled {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut buf = [0u8; 64];
+        let closed = match s.read(&mut buf) {
+            Ok(0) | Err(_) => true,
+            Ok(_) => false,
+        };
+        assert!(closed, "a stalled handshake was answered, not closed");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "stalled connections closed by the header-read timeout"
+    );
+    let (_, metrics) = http(oka.admin, "GET", "/metrics", "").unwrap();
+    assert!(
+        metrics.contains("oka_http_connection_timeouts_total{phase=\"header_read\"} 1000"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn bad_files_are_named_at_start() {
+    let pki = Pki::new("bad");
+    let (cert, key) = pki.leaf("server", &["localhost"], false);
+    let (other_cert, _) = pki.leaf("other", &["localhost"], false);
+    let garbage = pki.path("garbage.pem");
+    std::fs::write(&garbage, "not a certificate\n").unwrap();
+    let missing = pki.path("missing.pem");
+    let start = |cert: &Path, key: &Path| {
+        Command::new(OKA)
+            .args([
+                "serve",
+                "--demo",
+                "--listen",
+                "127.0.0.1:0",
+                "--admin-listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--tls-cert")
+            .arg(cert)
+            .arg("--tls-key")
+            .arg(key)
+            .output()
+            .unwrap()
+    };
+    for (cert, key, says) in [
+        (
+            &garbage,
+            &key,
+            "garbage.pem (--tls-cert): no `-----BEGIN CERTIFICATE-----` block",
+        ),
+        (
+            &cert,
+            &garbage,
+            "garbage.pem (--tls-key): no private key in it",
+        ),
+        (
+            &missing,
+            &key,
+            "missing.pem (--tls-cert): cannot be read: no such file",
+        ),
+        (
+            &other_cert,
+            &key,
+            "server.key (--tls-key): not the key of the certificate in other.pem",
+        ),
+    ] {
+        let out = start(cert, key);
+        assert!(!out.status.success(), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{says}: {err}");
+        assert!(!err.contains("Error {") && !err.contains("Os {"), "{err}");
+    }
+    // A certificate without its key is refused by the flags themselves.
+    let out = Command::new(OKA)
+        .args(["serve", "--demo", "--tls-cert"])
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--tls-key"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// A TLS client trusting `ca`, keeping its connection.
+struct Client(rustls::StreamOwned<rustls::ClientConnection, TcpStream>);
+
+impl Client {
+    fn connect(addr: SocketAddr, ca: &Path) -> Self {
+        use rustls::pki_types::pem::PemObject as _;
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+        let tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut client = Self(rustls::StreamOwned::new(conn, tcp));
+        while client.0.conn.is_handshaking() {
+            client.0.conn.complete_io(&mut client.0.sock).unwrap();
+        }
+        client
+    }
+
+    /// The certificate the server presented (DER).
+    fn leaf(&self) -> Vec<u8> {
+        self.0.conn.peer_certificates().unwrap()[0].to_vec()
+    }
+
+    /// The seed request on this connection (kept alive): status and body.
+    fn ask(&mut self) -> (u16, String) {
+        write!(
+            self.0,
+            "POST /v1/features HTTP/1.1\r\nhost: localhost\r\ncontent-length: {}\r\n\r\n{SEED}",
+            SEED.len()
+        )
+        .unwrap();
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            self.0.read_exact(&mut byte).unwrap();
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8(head).unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length: "))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        let mut body = vec![0u8; length];
+        self.0.read_exact(&mut body).unwrap();
+        (
+            head[9..12].parse().unwrap(),
+            String::from_utf8(body).unwrap(),
+        )
+    }
+}
+
+fn der(pem_file: &Path) -> Vec<u8> {
+    use rustls::pki_types::pem::PemObject as _;
+    rustls::pki_types::CertificateDer::from_pem_file(pem_file)
+        .unwrap()
+        .to_vec()
+}
+
+#[test]
+fn a_rotated_certificate_is_served_after_reload_while_old_connections_finish() {
+    let pki = Pki::new("rotate");
+    let (cert, key) = pki.leaf("live", &["localhost"], false);
+    let first = der(&cert);
+    let oka = start_oka(&tls_args(&cert, &key), None);
+    let ca = pki.path("ca.pem");
+    let mut old = Client::connect(oka.addr, &ca);
+    assert_eq!(old.leaf(), first);
+    assert_eq!(old.ask().0, 200);
+
+    // cert-manager's way: new files in place, then a reload.
+    let (next_cert, next_key) = pki.leaf("next", &["localhost"], false);
+    std::fs::copy(&next_cert, &cert).unwrap();
+    std::fs::copy(&next_key, &key).unwrap();
+    let second = der(&cert);
+    assert_ne!(first, second);
+    let (status, body) = http(oka.admin, "POST", "/admin/reload", "").unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("TLS certificates of 1 port(s) re-read"),
+        "{body}"
+    );
+    let mut new = Client::connect(oka.addr, &ca);
+    assert_eq!(
+        new.leaf(),
+        second,
+        "a new connection gets the new certificate"
+    );
+    assert_eq!(new.ask().0, 200);
+    let (status, body) = old.ask();
+    assert_eq!(status, 200, "the old connection is still served: {body}");
+
+    // A bad file on reload: refused, named, and the certificate in use stays.
+    std::fs::write(&cert, "-----BEGIN CERTIFICATE-----\nnot base64!\n").unwrap();
+    std::thread::sleep(Duration::from_millis(1100)); // the reload interval
+    let (status, body) = http(oka.admin, "POST", "/admin/reload", "").unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("live.pem (--tls-cert): a PEM block has no `-----END` line"),
+        "{body}"
+    );
+    let mut after = Client::connect(oka.addr, &ca);
+    assert_eq!(after.leaf(), second, "the certificate in use is kept");
+    assert_eq!(after.ask().0, 200);
+}
