@@ -9,9 +9,18 @@
 //! about a malformed line. Health, readiness, metrics and stats (the admin port)
 //! are open; reload and the console (`/ui`) need an `admin` key once one is
 //! configured.
+//!
+//! Under mutual TLS (`--tls-client-ca`) a client certificate's identity gets
+//! scopes the same way: `cert:<identity> <scope>[,<scope>…]`, where the identity
+//! is one of the certificate's subject alternative names, a URI (a SPIFFE ID such
+//! as `spiffe://cluster.local/ns/ml/sa/ranker`) or a DNS name. A request that
+//! carries a key is judged by its key; one without is judged by its certificate.
 
+use axum::extract::FromRequestParts;
 use axum::http::HeaderMap;
+use axum::http::request::Parts;
 use oka_core::ErrorCode;
+pub use oka_telemetry::http::ClientIdentity;
 
 use crate::error::ApiError;
 
@@ -52,10 +61,45 @@ struct Key {
     admin: bool,
 }
 
-/// The configured keys; empty means authentication is off.
+impl Key {
+    fn allows(&self, scope: Scope) -> bool {
+        match scope {
+            Scope::Read => self.read,
+            Scope::Write => self.write,
+            Scope::Admin => self.admin,
+        }
+    }
+}
+
+/// The prefix of a key-file entry that gives a client certificate's identity
+/// scopes.
+const CERT_PREFIX: &str = "cert:";
+
+/// The configured keys and certificate identities; none means authentication
+/// is off.
 #[derive(Default)]
 pub struct ApiKeys {
     keys: Vec<Key>,
+    /// `cert:` entries: the identity (not a secret) in `secret`.
+    identities: Vec<Key>,
+}
+
+/// Who is calling, beyond the headers: the client certificate's identity when
+/// the connection gave one (mutual TLS). An extractor that never fails.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    /// The client certificate's identity, if any.
+    pub identity: Option<ClientIdentity>,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self {
+            identity: parts.extensions.get::<ClientIdentity>().cloned(),
+        })
+    }
 }
 
 impl std::fmt::Debug for ApiKeys {
@@ -101,6 +145,14 @@ pub enum KeyFileError {
         /// Where: `<origin> <unit> <n>`.
         at: String,
     },
+    /// `cert:` with no identity after it.
+    #[error(
+        "{at}: `cert:` must be followed by a client certificate's identity (a URI such as spiffe://…, or a DNS name)"
+    )]
+    EmptyIdentity {
+        /// Where: `<origin> <unit> <n>`.
+        at: String,
+    },
 }
 
 impl ApiKeys {
@@ -119,7 +171,7 @@ impl ApiKeys {
         text: &str,
         separators: &[char],
     ) -> Result<Self, KeyFileError> {
-        let mut keys = Vec::new();
+        let (mut keys, mut identities) = (Vec::new(), Vec::new());
         for (i, line) in text.split(separators).enumerate() {
             let line = line.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -129,8 +181,9 @@ impl ApiKeys {
             let Some((secret, scopes)) = line.split_once(char::is_whitespace) else {
                 return Err(KeyFileError::Shape { at });
             };
+            let identity = secret.strip_prefix(CERT_PREFIX);
             let mut key = Key {
-                secret: secret.as_bytes().to_vec(),
+                secret: identity.unwrap_or(secret).as_bytes().to_vec(),
                 read: false,
                 write: false,
                 admin: false,
@@ -143,28 +196,36 @@ impl ApiKeys {
                     None => return Err(KeyFileError::Scope { at }),
                 }
             }
-            if secret.len() < 16 {
-                return Err(KeyFileError::TooShort { at });
+            match identity {
+                Some("") => return Err(KeyFileError::EmptyIdentity { at }),
+                Some(_) => identities.push(key),
+                None if secret.len() < 16 => return Err(KeyFileError::TooShort { at }),
+                None => keys.push(key),
             }
-            keys.push(key);
         }
-        Ok(Self { keys })
+        Ok(Self { keys, identities })
     }
 
     /// These keys and `other`'s.
     pub fn merged(mut self, other: Self) -> Self {
         self.keys.extend(other.keys);
+        self.identities.extend(other.identities);
         self
     }
 
     /// Whether any key is configured (authentication on).
     pub fn enabled(&self) -> bool {
-        !self.keys.is_empty()
+        !self.keys.is_empty() || !self.identities.is_empty()
     }
 
     /// Whether any key has the `admin` scope (reload then needs one).
     pub fn admin_enabled(&self) -> bool {
-        self.keys.iter().any(|k| k.admin)
+        self.keys.iter().chain(&self.identities).any(|k| k.admin)
+    }
+
+    /// How many certificate identities have scopes.
+    pub fn identities(&self) -> usize {
+        self.identities.len()
     }
 
     /// How many keys.
@@ -174,12 +235,19 @@ impl ApiKeys {
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.keys.is_empty()
+        self.keys.is_empty() && self.identities.is_empty()
     }
 
-    /// Checks the request's key for `scope`: 401 without a known key, 403 when the
-    /// key lacks the scope. Always passes when authentication is off.
-    pub fn check(&self, headers: &HeaderMap, scope: Scope) -> Result<(), ApiError> {
+    /// Checks the request's key for `scope`, or without a key its client
+    /// certificate's identity: 401 without a known key or a certificate, 403 when
+    /// the key or identity lacks the scope. Always passes when authentication is
+    /// off.
+    pub fn check(
+        &self,
+        headers: &HeaderMap,
+        caller: &Caller,
+        scope: Scope,
+    ) -> Result<(), ApiError> {
         if !self.enabled() {
             return Ok(());
         }
@@ -208,6 +276,9 @@ impl ApiKeys {
             })
             .map(str::trim);
         let Some(given) = given else {
+            if let Some(identity) = &caller.identity {
+                return self.check_identity(identity, scope);
+            }
             return Err(ApiError::new(
                 ErrorCode::Unauthenticated,
                 "an API key is required (`Authorization: Bearer <key>` or `X-API-Key`)",
@@ -222,12 +293,7 @@ impl ApiKeys {
         }
         let key =
             found.ok_or_else(|| ApiError::new(ErrorCode::Unauthenticated, "unknown API key"))?;
-        let allowed = match scope {
-            Scope::Read => key.read,
-            Scope::Write => key.write,
-            Scope::Admin => key.admin,
-        };
-        if allowed {
+        if key.allows(scope) {
             Ok(())
         } else {
             Err(ApiError::new(
@@ -235,6 +301,44 @@ impl ApiKeys {
                 format!("this API key lacks the `{}` scope", scope.name()),
             ))
         }
+    }
+
+    /// A certificate's identity for `scope`: the scopes of every `cert:` entry
+    /// naming one of its names; 403 when none gives the scope.
+    fn check_identity(&self, identity: &ClientIdentity, scope: Scope) -> Result<(), ApiError> {
+        let mut listed = false;
+        for entry in &self.identities {
+            if identity
+                .names()
+                .iter()
+                .any(|n| n.as_bytes() == entry.secret)
+            {
+                listed = true;
+                if entry.allows(scope) {
+                    return Ok(());
+                }
+            }
+        }
+        let names = match identity.names() {
+            [] => "no URI or DNS name".to_owned(),
+            names => names
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let message = if listed {
+            format!(
+                "this client certificate ({names}) lacks the `{}` scope",
+                scope.name()
+            )
+        } else {
+            format!(
+                "this client certificate ({names}) has no scopes: list its identity in the API-keys file (`cert:<identity> {}`), or send an API key",
+                scope.name()
+            )
+        };
+        Err(ApiError::new(ErrorCode::Forbidden, message))
     }
 }
 
@@ -262,22 +366,37 @@ mod tests {
         assert!(
             k.check(
                 &headers("authorization", "Bearer reader-key-0123456789"),
+                &Caller::default(),
                 Scope::Read
             )
             .is_ok()
         );
         assert!(
-            k.check(&headers("x-api-key", "writer-key-0123456789"), Scope::Write)
-                .is_ok()
+            k.check(
+                &headers("x-api-key", "writer-key-0123456789"),
+                &Caller::default(),
+                Scope::Write
+            )
+            .is_ok()
         );
         let e = k
-            .check(&headers("x-api-key", "reader-key-0123456789"), Scope::Write)
+            .check(
+                &headers("x-api-key", "reader-key-0123456789"),
+                &Caller::default(),
+                Scope::Write,
+            )
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::Forbidden);
-        let e = k.check(&HeaderMap::new(), Scope::Read).unwrap_err();
+        let e = k
+            .check(&HeaderMap::new(), &Caller::default(), Scope::Read)
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::Unauthenticated);
         let e = k
-            .check(&headers("x-api-key", "reader-key-012345678"), Scope::Read)
+            .check(
+                &headers("x-api-key", "reader-key-012345678"),
+                &Caller::default(),
+                Scope::Read,
+            )
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::Unauthenticated);
         assert!(!format!("{k:?}").contains("reader"), "keys never printed");
@@ -291,7 +410,7 @@ mod tests {
             "x-api-key",
             HeaderValue::from_bytes(b"reader-key-\xff0123456789").unwrap(),
         );
-        let e = k.check(&h, Scope::Read).unwrap_err();
+        let e = k.check(&h, &Caller::default(), Scope::Read).unwrap_err();
         assert_eq!(e.code, ErrorCode::Unauthenticated);
         assert!(
             e.message.contains("`X-API-Key` header is not readable"),
@@ -305,7 +424,9 @@ mod tests {
             HeaderValue::from_static("not-a-key-0123456789"),
         );
         assert_eq!(
-            k.check(&h, Scope::Read).unwrap_err().code,
+            k.check(&h, &Caller::default(), Scope::Read)
+                .unwrap_err()
+                .code,
             ErrorCode::Unauthenticated
         );
     }
@@ -315,7 +436,7 @@ mod tests {
         assert!(
             ApiKeys::parse("")
                 .unwrap()
-                .check(&HeaderMap::new(), Scope::Write)
+                .check(&HeaderMap::new(), &Caller::default(), Scope::Write)
                 .is_ok()
         );
         assert!(ApiKeys::parse("short read").is_err());
@@ -349,15 +470,93 @@ mod tests {
         let k = ApiKeys::parse("reader-key-0123456789 read\nops-key-0123456789ab admin").unwrap();
         assert!(k.admin_enabled());
         let e = k
-            .check(&headers("x-api-key", "reader-key-0123456789"), Scope::Admin)
+            .check(
+                &headers("x-api-key", "reader-key-0123456789"),
+                &Caller::default(),
+                Scope::Admin,
+            )
             .unwrap_err();
         assert_eq!(e.code, ErrorCode::Forbidden);
         assert!(
-            k.check(&headers("x-api-key", "ops-key-0123456789ab"), Scope::Admin)
-                .is_ok()
+            k.check(
+                &headers("x-api-key", "ops-key-0123456789ab"),
+                &Caller::default(),
+                Scope::Admin
+            )
+            .is_ok()
         );
         assert!(
             !ApiKeys::parse("reader-key-0123456789 read")
+                .unwrap()
+                .admin_enabled()
+        );
+    }
+
+    #[test]
+    fn certificate_identities_get_scopes_and_a_key_wins() {
+        let k = ApiKeys::parse(
+            "reader-key-0123456789 read\ncert:spiffe://cluster.local/ns/ml/sa/ranker read\ncert:loader.ml.svc read,write",
+        )
+        .unwrap();
+        assert!(k.enabled());
+        assert_eq!((k.len(), k.identities()), (1, 2));
+        let caller = |names: &[&str]| Caller {
+            identity: Some(ClientIdentity::from_names(
+                names.iter().map(|n| (*n).to_owned()),
+            )),
+        };
+        let none = HeaderMap::new();
+        let ranker = caller(&["spiffe://cluster.local/ns/ml/sa/ranker"]);
+        assert!(k.check(&none, &ranker, Scope::Read).is_ok());
+        let e = k.check(&none, &ranker, Scope::Write).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        assert!(
+            e.message.contains("lacks the `write` scope"),
+            "{}",
+            e.message
+        );
+        // Any of the certificate's names may be the listed one.
+        let loader = caller(&["spiffe://x/y", "loader.ml.svc"]);
+        assert!(k.check(&none, &loader, Scope::Write).is_ok());
+        // A valid certificate whose identity is not listed: 403, saying what to add.
+        let stranger = caller(&["spiffe://cluster.local/ns/ml/sa/other"]);
+        let e = k.check(&none, &stranger, Scope::Read).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        assert!(
+            e.message
+                .contains("`spiffe://cluster.local/ns/ml/sa/other`"),
+            "{}",
+            e.message
+        );
+        assert!(e.message.contains("cert:<identity> read"), "{}", e.message);
+        let e = k.check(&none, &caller(&[]), Scope::Read).unwrap_err();
+        assert!(e.message.contains("no URI or DNS name"), "{}", e.message);
+        // A key, when sent, decides: a wrong one is refused even with a good certificate.
+        let e = k
+            .check(
+                &headers("x-api-key", "wrong-key-0123456789"),
+                &ranker,
+                Scope::Read,
+            )
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unauthenticated);
+        assert!(
+            k.check(
+                &headers("x-api-key", "reader-key-0123456789"),
+                &stranger,
+                Scope::Read
+            )
+            .is_ok()
+        );
+        // `cert:` needs an identity; identities need no minimum length.
+        let e = ApiKeys::parse("cert: read").unwrap_err().to_string();
+        assert!(
+            e.contains("line 1") && e.contains("`cert:` must be followed"),
+            "{e}"
+        );
+        assert!(ApiKeys::parse("cert:a.b read").is_ok());
+        assert!(
+            ApiKeys::parse("cert:ops.svc admin")
                 .unwrap()
                 .admin_enabled()
         );

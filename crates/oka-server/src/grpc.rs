@@ -30,7 +30,7 @@ use oka_feast::proto::types::{RepeatedValue, Value as ProtoValue, value::Val};
 use serde_json::Value as Json;
 use tonic::{Code, Request, Response, Status};
 
-use crate::auth::Scope;
+use crate::auth::{Caller, Scope};
 use crate::error::ApiError;
 use crate::feast::{Computed, Out, Plan};
 use crate::metrics::Route;
@@ -72,7 +72,13 @@ impl FeastGrpc {
         let state = &self.state;
         let headers = metadata.clone().into_headers();
         let answer = async {
-            state.shared.loaded.load().keys.check(&headers, scope)?;
+            // The gRPC port speaks plain HTTP/2: no client certificates.
+            state
+                .shared
+                .loaded
+                .load()
+                .keys
+                .check(&headers, &Caller::default(), scope)?;
             let _slot = state.admit().ok_or_else(|| {
                 ApiError::new(
                     ErrorCode::Overloaded,

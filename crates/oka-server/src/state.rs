@@ -282,6 +282,12 @@ impl Shared {
                     registry.features().len(),
                     keys.len()
                 );
+                if keys.identities() > 0 {
+                    summary.push_str(&format!(
+                        ", {} client certificate identities",
+                        keys.identities()
+                    ));
+                }
                 if !certificates.is_empty() {
                     summary.push_str(&format!(
                         ", TLS certificates of {} port(s) re-read",

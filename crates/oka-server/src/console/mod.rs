@@ -28,7 +28,7 @@ use base64::Engine as _;
 use oka_core::ErrorCode;
 use serde::Serialize;
 
-use crate::auth::Scope;
+use crate::auth::{Caller, ClientIdentity, Scope};
 use crate::error::ApiError;
 use crate::state::AppState;
 
@@ -60,7 +60,10 @@ pub fn routes(state: AppState) -> Router<AppState> {
 /// Every console answer: the admin key check first, then the headers that keep
 /// the page to itself.
 async fn guard(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let mut resp = match authorize(&state, request.headers()) {
+    let caller = Caller {
+        identity: request.extensions().get::<ClientIdentity>().cloned(),
+    };
+    let mut resp = match authorize(&state, request.headers(), &caller) {
         Ok(()) => next.run(request).await,
         Err(e) => {
             let unauthenticated = e.code == ErrorCode::Unauthenticated;
@@ -99,7 +102,7 @@ async fn guard(State(state): State<AppState>, request: Request, next: Next) -> R
 
 /// With an `admin` key configured, the caller must give one: as the API routes
 /// take keys, or as the password (or, without one, the user) of HTTP Basic auth.
-fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
+fn authorize(state: &AppState, headers: &HeaderMap, caller: &Caller) -> Result<(), ApiError> {
     let loaded = state.shared.loaded.load();
     if !loaded.keys.admin_enabled() {
         return Ok(());
@@ -111,7 +114,7 @@ fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"));
     // `X-API-Key` wins over `Authorization`, as on every other route.
     let Some((_, credential)) = basic.filter(|_| !headers.contains_key("x-api-key")) else {
-        return loaded.keys.check(headers, Scope::Admin);
+        return loaded.keys.check(headers, caller, Scope::Admin);
     };
     let refused = || {
         ApiError::new(
@@ -131,7 +134,7 @@ fn authorize(state: &AppState, headers: &HeaderMap) -> Result<(), ApiError> {
         "x-api-key",
         HeaderValue::from_str(key).map_err(|_| refused())?,
     );
-    loaded.keys.check(&as_key, Scope::Admin)
+    loaded.keys.check(&as_key, caller, Scope::Admin)
 }
 
 fn asset(body: &'static str, content_type: &'static str) -> Response {

@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use oka_core::ErrorCode;
 use serde::Serialize;
 
-use crate::auth::Scope;
+use crate::auth::{Caller, Scope};
 use crate::error::ApiError;
 use crate::state::{AppState, ReloadError};
 
@@ -164,7 +164,11 @@ pub(super) async fn stats(State(state): State<AppState>) -> Response {
         crate::openapi::ReloadErrors,
     ),
     security((), ("bearer" = ["admin"]), ("api_key" = ["admin"])))]
-pub(super) async fn reload(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub(super) async fn reload(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Caller,
+) -> Response {
     let keys_guard = state.shared.loaded.load().keys.admin_enabled();
     if keys_guard
         && let Err(e) = state
@@ -172,7 +176,7 @@ pub(super) async fn reload(State(state): State<AppState>, headers: HeaderMap) ->
             .loaded
             .load()
             .keys
-            .check(&headers, Scope::Admin)
+            .check(&headers, &caller, Scope::Admin)
     {
         state
             .shared

@@ -8,7 +8,6 @@
 //! in memory, so slow uploads cannot starve other requests.
 
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -18,21 +17,22 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use bytes::Bytes;
-use http_body_util::BodyExt;
 use oka_core::ErrorCode;
 use percent_encoding::percent_decode_str;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::auth::Scope;
+use crate::auth::{Caller, Scope};
 use crate::error::ApiError;
 use crate::ingest;
-use crate::metrics::{Metrics, Refusal, Route};
+use crate::metrics::{Metrics, Route};
 use crate::openapi::{CatalogErrors, FeatureErrors, IngestErrors, VolgaGetErrors, VolgaPostErrors};
 use crate::serve::{self, Dialect};
 use crate::state::{Admitted, AppState};
 
 mod admin;
+mod body;
 pub mod docs;
+
+use body::read_body;
 
 /// The header that sets a request's deadline in milliseconds.
 pub const DEADLINE_HEADER: &str = "x-oka-deadline-ms";
@@ -96,150 +96,6 @@ pub fn admin_router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// A request body in memory, and the ingest budget it holds (if it was read
-/// against the budget) until dropped.
-#[derive(Debug)]
-struct BodyBytes {
-    bytes: Bytes,
-    _budget: Option<OwnedSemaphorePermit>,
-}
-
-fn too_large(state: &AppState, limit: usize) -> ApiError {
-    state.shared.metrics.refused(Refusal::BodyTooLarge);
-    ApiError::new(
-        ErrorCode::PayloadTooLarge,
-        format!("the request body exceeds {limit} bytes (the server's --max-body-bytes)"),
-    )
-}
-
-fn over_budget(state: &AppState) -> ApiError {
-    state.shared.metrics.refused(Refusal::IngestBudget);
-    ApiError::new(
-        ErrorCode::Overloaded,
-        "the server holds as many ingest bodies as its ingest budget allows; retry shortly",
-    )
-}
-
-/// Takes `n` bytes of the ingest budget, or refuses at once.
-fn take_budget(
-    state: &AppState,
-    budget: &Arc<Semaphore>,
-    n: usize,
-) -> Result<OwnedSemaphorePermit, ApiError> {
-    u32::try_from(n)
-        .ok()
-        .and_then(|n| Arc::clone(budget).try_acquire_many_owned(n).ok())
-        .ok_or_else(|| over_budget(state))
-}
-
-/// Reads a request body. A declared `Content-Length` over the limit is refused
-/// (413) before any of the body is read, and so is a body that grows past it; the
-/// body must arrive within the body-read timeout (408), shutdown or not. With `budget`, the body's
-/// bytes are also taken from the ingest budget (503 at once when it is spent).
-async fn read_body(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: Body,
-    budget: Option<&Arc<Semaphore>>,
-) -> Result<BodyBytes, ApiError> {
-    let limits = &state.shared.limits;
-    let limit = limits.max_body_bytes;
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(too_large(state, limit));
-    }
-    let mut held = match (budget, declared) {
-        (Some(budget), Some(n)) => Some(take_budget(state, budget, n as usize)?),
-        _ => None,
-    };
-    // Without a declared length the budget is taken as the bytes arrive.
-    let per_frame = if declared.is_none() { budget } else { None };
-    let bytes = {
-        // A declared length is at most `limit` here: room for all of it at once.
-        let capacity = declared.map_or(0, |n| n as usize);
-        let mut read = std::pin::pin!(collect(state, body, limit, capacity, per_frame, &mut held));
-        // Most bodies arrive with their head: no timer for them.
-        match futures::poll!(read.as_mut()) {
-            Poll::Ready(bytes) => bytes?,
-            Poll::Pending => {
-                let timed_out = || {
-                    state.shared.metrics.refused(Refusal::BodyTimeout);
-                    ApiError::new(
-                        ErrorCode::BodyTimeout,
-                        format!(
-                            "the request body did not arrive within {} ms of the request head; send it promptly",
-                            limits.body_read_timeout.as_millis()
-                        ),
-                    )
-                };
-                // Shutdown does not cut a body short: it arrives within its own
-                // timeout, and the request is served (the grace period bounds it).
-                tokio::time::timeout(limits.body_read_timeout, read.as_mut())
-                    .await
-                    .map_err(|_| timed_out())??
-            }
-        }
-    };
-    Ok(BodyBytes {
-        bytes,
-        _budget: held,
-    })
-}
-
-/// Collects a body's data frames, refusing it past `limit` bytes (and, with
-/// `budget`, when the ingest budget cannot cover the next frame). A body of
-/// several frames is copied once into a buffer of `capacity` (its declared
-/// length), not grown by doubling.
-async fn collect(
-    state: &AppState,
-    mut body: Body,
-    limit: usize,
-    capacity: usize,
-    budget: Option<&Arc<Semaphore>>,
-    held: &mut Option<OwnedSemaphorePermit>,
-) -> Result<Bytes, ApiError> {
-    let mut first: Option<Bytes> = None;
-    let mut rest: Vec<u8> = Vec::new();
-    let mut total = 0usize;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|_| {
-            ApiError::new(
-                ErrorCode::MalformedRequest,
-                "could not read the request body (the connection failed or the encoding is broken)",
-            )
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        total += data.len();
-        if total > limit {
-            return Err(too_large(state, limit));
-        }
-        if let Some(budget) = budget {
-            let more = take_budget(state, budget, data.len())?;
-            match held {
-                Some(h) => h.merge(more),
-                None => *held = Some(more),
-            }
-        }
-        // One frame is the common case: kept without a copy.
-        match &first {
-            None if rest.is_empty() => first = Some(data),
-            _ => {
-                if let Some(f) = first.take() {
-                    rest.reserve_exact(capacity.max(f.len() + data.len()));
-                    rest.extend_from_slice(&f);
-                }
-                rest.extend_from_slice(&data);
-            }
-        }
-    }
-    Ok(first.unwrap_or_else(|| Bytes::from(rest)))
-}
-
 /// The request's deadline header, if any.
 fn deadline_header(headers: &HeaderMap) -> Result<Option<Duration>, ApiError> {
     let Some(v) = headers.get(DEADLINE_HEADER) else {
@@ -264,8 +120,18 @@ fn deadline_header(headers: &HeaderMap) -> Result<Option<Duration>, ApiError> {
 
 /// The API key check (when keys are configured); cheap, so it runs before the
 /// body is read.
-fn authorize(state: &AppState, headers: &HeaderMap, scope: Scope) -> Result<(), ApiError> {
-    state.shared.loaded.load().keys.check(headers, scope)
+fn authorize(
+    state: &AppState,
+    headers: &HeaderMap,
+    caller: &Caller,
+    scope: Scope,
+) -> Result<(), ApiError> {
+    state
+        .shared
+        .loaded
+        .load()
+        .keys
+        .check(headers, caller, scope)
 }
 
 /// Admission: a slot on this worker, taken once the request's body is in memory
@@ -337,12 +203,13 @@ async fn compute(
     state: &AppState,
     route: Route,
     headers: &HeaderMap,
+    caller: &Caller,
     body: impl Future<Output = Result<Bytes, ApiError>>,
     dialect: Dialect,
 ) -> Response {
     tracked(state, route, |started| async move {
         let answer = async {
-            authorize(state, headers, Scope::Read)?;
+            authorize(state, headers, caller, Scope::Read)?;
             let deadline = deadline_header(headers)?;
             let body = body.await?;
             let _slot = admit(state)?;
@@ -393,9 +260,22 @@ fn asks_for_json(headers: &HeaderMap) -> bool {
         FeatureErrors,
     ),
     security((), ("bearer" = ["read"]), ("api_key" = ["read"])))]
-async fn post_features(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+async fn post_features(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Caller,
+    body: Body,
+) -> Response {
     let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
-    compute(&state, Route::Features, &headers, body, Dialect::Oka).await
+    compute(
+        &state,
+        Route::Features,
+        &headers,
+        &caller,
+        body,
+        Dialect::Oka,
+    )
+    .await
 }
 
 /// Feast's `POST /get-online-features` (with `--feast-repo`;
@@ -403,19 +283,34 @@ async fn post_features(State(state): State<AppState>, headers: HeaderMap, body: 
 async fn post_feast_online(
     State(state): State<AppState>,
     headers: HeaderMap,
+    caller: Caller,
     body: Body,
 ) -> Response {
     let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
-    compute(&state, Route::FeastOnline, &headers, body, Dialect::Feast).await
+    compute(
+        &state,
+        Route::FeastOnline,
+        &headers,
+        &caller,
+        body,
+        Dialect::Feast,
+    )
+    .await
 }
 
 /// Feast's `POST /push` (online only) and `POST /write-to-online-store` (with
 /// `--feast-repo`): gated as `/v1/ingest` is (the `write` scope, the ingest
 /// budget), answered as `feast serve` answers them (`200` with an empty body,
 /// and with `null`).
-async fn feast_write(state: &AppState, route: Route, headers: &HeaderMap, body: Body) -> Response {
+async fn feast_write(
+    state: &AppState,
+    route: Route,
+    headers: &HeaderMap,
+    caller: &Caller,
+    body: Body,
+) -> Response {
     tracked(state, route, |_| async {
-        authorize(state, headers, Scope::Write)?;
+        authorize(state, headers, caller, Scope::Write)?;
         let budget = Arc::clone(&state.shared.ingest_budget);
         let body = read_body(state, headers, body, Some(&budget)).await?;
         let _slot = admit(state)?;
@@ -439,17 +334,19 @@ async fn feast_write(state: &AppState, route: Route, headers: &HeaderMap, body: 
 async fn post_feast_push(
     State(state): State<AppState>,
     headers: HeaderMap,
+    caller: Caller,
     body: Body,
 ) -> Response {
-    feast_write(&state, Route::FeastPush, &headers, body).await
+    feast_write(&state, Route::FeastPush, &headers, &caller, body).await
 }
 
 async fn post_feast_write(
     State(state): State<AppState>,
     headers: HeaderMap,
+    caller: Caller,
     body: Body,
 ) -> Response {
-    feast_write(&state, Route::FeastWrite, &headers, body).await
+    feast_write(&state, Route::FeastWrite, &headers, &caller, body).await
 }
 
 /// Feast's `GET /health`: 200 with an empty body while the store answers, else
@@ -479,9 +376,22 @@ async fn feast_health(State(state): State<AppState>) -> Response {
         VolgaPostErrors,
     ),
     security((), ("bearer" = ["read"]), ("api_key" = ["read"])))]
-async fn post_volga(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+async fn post_volga(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Caller,
+    body: Body,
+) -> Response {
     let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
-    compute(&state, Route::VolgaPost, &headers, body, Dialect::Volga).await
+    compute(
+        &state,
+        Route::VolgaPost,
+        &headers,
+        &caller,
+        body,
+        Dialect::Volga,
+    )
+    .await
 }
 
 /// Volga's `GET /on_demand_compute/{json}`: the request is percent-encoded JSON in
@@ -501,7 +411,12 @@ async fn post_volga(State(state): State<AppState>, headers: HeaderMap, body: Bod
         VolgaGetErrors,
     ),
     security((), ("bearer" = ["read"]), ("api_key" = ["read"])))]
-async fn get_volga(State(state): State<AppState>, headers: HeaderMap, uri: Uri) -> Response {
+async fn get_volga(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Caller,
+    uri: Uri,
+) -> Response {
     let limit = state.shared.limits.max_body_bytes;
     let body = async {
         let raw = uri
@@ -516,7 +431,15 @@ async fn get_volga(State(state): State<AppState>, headers: HeaderMap, uri: Uri) 
         }
         Ok(Bytes::from(percent_decode_str(raw).collect::<Vec<u8>>()))
     };
-    compute(&state, Route::VolgaGet, &headers, body, Dialect::Volga).await
+    compute(
+        &state,
+        Route::VolgaGet,
+        &headers,
+        &caller,
+        body,
+        Dialect::Volga,
+    )
+    .await
 }
 
 /// `GET /v1/features`.
@@ -528,9 +451,13 @@ async fn get_volga(State(state): State<AppState>, headers: HeaderMap, uri: Uri) 
         CatalogErrors,
     ),
     security((), ("bearer" = ["read"]), ("api_key" = ["read"])))]
-async fn get_catalog(State(state): State<AppState>, headers: HeaderMap) -> Response {
+async fn get_catalog(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Caller,
+) -> Response {
     tracked(&state, Route::Registry, |_| async {
-        authorize(&state, &headers, Scope::Read)?;
+        authorize(&state, &headers, &caller, Scope::Read)?;
         let _slot = admit(&state)?;
         Ok(json_response(
             state.shared.loaded.load().catalog_json.clone(),
@@ -549,9 +476,14 @@ async fn get_catalog(State(state): State<AppState>, headers: HeaderMap) -> Respo
         IngestErrors,
     ),
     security((), ("bearer" = ["write"]), ("api_key" = ["write"])))]
-async fn post_ingest(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+async fn post_ingest(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Caller,
+    body: Body,
+) -> Response {
     tracked(&state, Route::Ingest, |_| async {
-        authorize(&state, &headers, Scope::Write)?;
+        authorize(&state, &headers, &caller, Scope::Write)?;
         let budget = Arc::clone(&state.shared.ingest_budget);
         let body = read_body(&state, &headers, body, Some(&budget)).await?;
         let _slot = admit(&state)?;

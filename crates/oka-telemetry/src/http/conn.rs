@@ -55,13 +55,13 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
-use super::{ConnEvents, ConnTimeout, TlsFailure};
+use super::{ClientIdentity, ConnEvents, ConnTimeout, TlsFailure};
 
 mod h2;
 mod handshake;
 
 use h2::serve_http2;
-use handshake::{FirstByte, answer_plain_http, first_byte};
+use handshake::handshake;
 
 /// How long a connection may take between and before requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -301,6 +301,8 @@ impl AsyncWrite for Clocked {
 struct Tracked {
     app: Router,
     phase: Arc<Phase>,
+    /// The client certificate's identity (mutual TLS), given to every request.
+    identity: Option<ClientIdentity>,
 }
 
 type ResponseFuture = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
@@ -313,7 +315,11 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
         self.phase.in_flight.fetch_add(1, Ordering::AcqRel);
         let phase = Arc::clone(&self.phase);
-        let response = tower::ServiceExt::oneshot(self.app.clone(), req.map(Body::new));
+        let mut req = req.map(Body::new);
+        if let Some(identity) = &self.identity {
+            req.extensions_mut().insert(identity.clone());
+        }
+        let response = tower::ServiceExt::oneshot(self.app.clone(), req);
         Box::pin(async move {
             let mut response = response.await;
             if let Ok(r) = &mut response
@@ -372,55 +378,46 @@ pub async fn serve(
     });
     let Some(config) = tls else {
         let io = Clocked::new(stream, Arc::clone(&phase), timeouts, due, events);
-        return serve_http1(io, app, phase, shutdown.stop).await;
+        return serve_http1(
+            io,
+            Tracked {
+                app,
+                phase,
+                identity: None,
+            },
+            shutdown.stop,
+        )
+        .await;
     };
-    let mut stop = pin!(super::stopped(shutdown.stop.clone()));
-    // A client speaking plain HTTP to a TLS port gets an answer it can read.
-    let first = tokio::select! {
-        first = first_byte(&stream, due) => first,
-        () = &mut stop => return Ended::default(),
-    };
-    match first {
-        FirstByte::Tls => {}
-        FirstByte::PlainHttp => {
-            events.tls_failed(TlsFailure::PlainHttp);
-            answer_plain_http(stream).await;
-            return Ended::default();
-        }
-        FirstByte::TimedOut => {
-            events.connection_timed_out(ConnTimeout::HeaderRead);
-            return Ended::default();
-        }
-        FirstByte::Closed => return Ended::default(),
-    }
-    let io = Clocked::new(
+    let Some(stream) = handshake(
         stream,
+        config,
         Arc::clone(&phase),
         timeouts,
         due,
-        Arc::clone(&events),
-    );
-    // The handshake's reads run under the first head's deadline (`due`).
-    let handshake = tokio::select! {
-        handshake = tokio_rustls::TlsAcceptor::from(config).accept(io) => handshake,
-        () = &mut stop => return Ended::default(),
+        events,
+        &shutdown.stop,
+    )
+    .await
+    else {
+        return Ended::default();
     };
-    let stream = match handshake {
-        Ok(stream) => stream,
-        Err(e) => {
-            // A timeout was counted by the socket's clock.
-            if e.kind() != io::ErrorKind::TimedOut {
-                events.tls_failed(TlsFailure::Handshake);
-                debug!(error = %e, "TLS handshake failed");
-            }
-            return Ended::default();
-        }
+    let session = stream.get_ref().1;
+    let identity = session
+        .peer_certificates()
+        .and_then(|chain| chain.first())
+        .map(|leaf| ClientIdentity::of(leaf));
+    let http2 = session.alpn_protocol() == Some(b"h2");
+    let service = Tracked {
+        app,
+        phase,
+        identity,
     };
-    if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
-        phase.http2.store(true, Ordering::Relaxed);
-        serve_http2(stream, app, phase, shutdown.stop).await
+    if http2 {
+        service.phase.http2.store(true, Ordering::Relaxed);
+        serve_http2(stream, service, shutdown.stop).await
     } else {
-        serve_http1(stream, app, phase, shutdown.stop).await
+        serve_http1(stream, service, shutdown.stop).await
     }
 }
 
@@ -453,23 +450,13 @@ impl Transport for tokio_rustls::server::TlsStream<Clocked> {
 }
 
 /// Serves HTTP/1.1 on `io` (see the module's notes on shutdown).
-async fn serve_http1<T: Transport>(
-    io: T,
-    app: Router,
-    phase: Arc<Phase>,
-    stop: watch::Receiver<bool>,
-) -> Ended {
+async fn serve_http1<T: Transport>(io: T, service: Tracked, stop: watch::Receiver<bool>) -> Ended {
+    let phase = Arc::clone(&service.phase);
     let mut conn = hyper::server::conn::http1::Builder::new()
         // Oka's own timers (above) replace hyper's, which would also close
         // keep-alive connections after the header timeout.
         .header_read_timeout(None)
-        .serve_connection(
-            TokioIo::new(io),
-            Tracked {
-                app,
-                phase: Arc::clone(&phase),
-            },
-        );
+        .serve_connection(TokioIo::new(io), service);
     let mut stop = pin!(super::stopped(stop));
     let mut stopping = false;
     let result = std::future::poll_fn(|cx| {

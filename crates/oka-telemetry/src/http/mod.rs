@@ -17,7 +17,7 @@ pub mod tls;
 pub use accept::check_fd_limit;
 pub use conn::{ConnTimeouts, Ended, Shutdown};
 pub use listener::{Listener, Served, bind};
-pub use tls::{Tls, TlsError, TlsFiles};
+pub use tls::{ClientIdentity, Tls, TlsError, TlsFiles};
 
 use tokio::sync::watch;
 

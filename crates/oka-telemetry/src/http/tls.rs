@@ -248,3 +248,50 @@ fn pem_error(path: &Path, flag: &str, e: &pem::Error) -> TlsError {
     };
     TlsError::at(path, flag, format!("{what}; give the file in PEM"))
 }
+
+/// Who a client certificate says the caller is: the URI and DNS names among its
+/// subject alternative names (a SPIFFE ID is a URI name). Present on every
+/// request of a connection that gave a certificate (mutual TLS), as a request
+/// extension; the API-keys file gives identities scopes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientIdentity(Arc<[String]>);
+
+/// The most names kept from one certificate (a certificate with more is not a
+/// workload's; the rest are ignored).
+const MAX_IDENTITY_NAMES: usize = 32;
+
+impl ClientIdentity {
+    /// The identity in a client's leaf certificate (DER), already verified by
+    /// the handshake. A certificate without URI or DNS names has an empty one.
+    pub fn of(der: &[u8]) -> Self {
+        use x509_parser::extensions::GeneralName;
+        let names = x509_parser::parse_x509_certificate(der)
+            .ok()
+            .and_then(|(_, cert)| {
+                cert.subject_alternative_name().ok().flatten().map(|san| {
+                    san.value
+                        .general_names
+                        .iter()
+                        .filter_map(|name| match name {
+                            GeneralName::URI(uri) => Some((*uri).to_owned()),
+                            GeneralName::DNSName(dns) => Some((*dns).to_owned()),
+                            _ => None,
+                        })
+                        .take(MAX_IDENTITY_NAMES)
+                        .collect::<Vec<_>>()
+                })
+            })
+            .unwrap_or_default();
+        Self(names.into())
+    }
+
+    /// From names (tests, and callers that know them).
+    pub fn from_names(names: impl IntoIterator<Item = String>) -> Self {
+        Self(names.into_iter().take(MAX_IDENTITY_NAMES).collect())
+    }
+
+    /// The URI and DNS names.
+    pub fn names(&self) -> &[String] {
+        &self.0
+    }
+}

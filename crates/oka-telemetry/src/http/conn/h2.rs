@@ -4,7 +4,6 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use axum::Router;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::sync::watch;
 use tracing::debug;
@@ -22,21 +21,15 @@ const H2_MAX_HEADER_LIST: u32 = 64 * 1024;
 /// a GOAWAY: the streams it has begun are served, then it closes.
 pub(super) async fn serve_http2<T: Transport>(
     io: T,
-    app: Router,
-    phase: Arc<Phase>,
+    service: Tracked,
     stop: watch::Receiver<bool>,
 ) -> Ended {
+    let phase: Arc<Phase> = Arc::clone(&service.phase);
     let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
     builder
         .max_concurrent_streams(H2_MAX_STREAMS)
         .max_header_list_size(H2_MAX_HEADER_LIST);
-    let mut conn = pin!(builder.serve_connection(
-        TokioIo::new(io),
-        Tracked {
-            app,
-            phase: Arc::clone(&phase),
-        },
-    ));
+    let mut conn = pin!(builder.serve_connection(TokioIo::new(io), service));
     let mut stop = pin!(crate::http::stopped(stop));
     let mut closing = false;
     let result = std::future::poll_fn(|cx| {
