@@ -324,6 +324,30 @@ def assert_auth(r: Render, enabled: bool, secret=None, key="keys.txt", expect_ke
         assert "KEYS_FILE" in env_of(t["spec"]["containers"][0]), "the helm test pod does not get the keys"
 
 
+def assert_tls(r: Render, enabled: bool):
+    dep, pod, c, env = assert_oka_deployment(r)
+    probes = [c[p]["httpGet"] for p in ("startupProbe", "livenessProbe", "readinessProbe")]
+    if not enabled:
+        assert "OKA_TLS_CERT" not in env
+        assert all(p.get("scheme", "HTTP") == "HTTP" for p in probes), probes
+        return
+    for var in ("OKA_TLS_CERT", "OKA_TLS_KEY", "OKA_ADMIN_TLS_CERT", "OKA_ADMIN_TLS_KEY", "OKA_TLS_CLIENT_CA"):
+        path = env[var]
+        mount = [m for m in c["volumeMounts"] if path.startswith(m["mountPath"] + "/")]
+        assert mount and "subPath" not in mount[0], f"{var}: a directory mount (so renewals update in place)"
+        vol = [v for v in pod["volumes"] if v["name"] == mount[0]["name"]][0]
+        want = "oka-client-ca" if var == "OKA_TLS_CLIENT_CA" else "oka-tls"
+        assert vol["secret"]["secretName"] == want, (var, vol)
+    assert all(p["scheme"] == "HTTPS" for p in probes), probes
+    import base64
+    keys = base64.b64decode(r.named("Secret", [m for m in pod["volumes"] if m["name"] == "api-keys"][0]["secret"]["secretName"])["data"]["keys.txt"]).decode()
+    assert re.search(r"^cert:spiffe://cluster.local/ns/ml/sa/ranker read$", keys, re.M), keys
+    assert re.search(r"^cert:loader.ml.svc read,write$", keys, re.M), keys
+    ann = r.one("Ingress")["metadata"]["annotations"]
+    assert ann["alb.ingress.kubernetes.io/backend-protocol"] == "HTTPS", ann
+    assert ann["alb.ingress.kubernetes.io/healthcheck-protocol"] == "HTTPS", ann
+
+
 def assert_checksums(r: Render, rollout: bool):
     ann = r.one("Deployment")["spec"]["template"]["metadata"].get("annotations") or {}
     has = any(k.startswith("checksum/") for k in ann)
@@ -1001,6 +1025,7 @@ def main() -> int:
         "existing": ["-f", os.path.join(OKA, "ci", "existing-values.yaml")],
         "eks": ["-f", os.path.join(EKS, "oka-values.yaml")],
         "kafka": ["-f", os.path.join(OKA, "ci", "kafka-values.yaml")],
+        "tls": ["-f", os.path.join(OKA, "ci", "tls-values.yaml")],
     }
     eks_run = os.path.join(LOCUST, "ci", "eks-run-values.yaml")
     locust_cases = {
@@ -1062,6 +1087,9 @@ def main() -> int:
             lambda: assert_auth(*has("oka/auth"), True, expect_keys=("reader-0123456789abcdef", "ingester-0123456789abcdef")))
     C.check("oka/existing: API keys from an existing Secret",
             lambda: assert_auth(*has("oka/existing"), True, secret="my-oka-keys", key="keys"))
+    C.check("oka/tls: HTTPS on both ports from the TLS Secret (directory mounts), mutual TLS CA, "
+            "certificate identities in the keys file, HTTPS probes, ALB re-encrypting with HTTPS health checks",
+            lambda: (assert_tls(*has("oka/tls"), True), assert_tls(R["oka/default"], False)))
     C.check("oka/redis + oka/auth: checksum rollout on config change, and its opt-out",
             lambda: (assert_checksums(*has("oka/redis"), True), assert_checksums(R["oka/auth"], False)))
     C.check("oka/auth: HPA (CPU + Pods metric), PDB, ServiceMonitor on the admin Service, NetworkPolicy",
@@ -1120,6 +1148,9 @@ def main() -> int:
         ("credentials inside store.url", OKA, ["--set", "store.url=redis://u:p@h:6379", "--set", "store.password=x"], "store.url"),
         ("an ALB deregistration delay not below the shutdown delay", OKA, ["-f", os.path.join(EKS, "oka-values.yaml"), "--set", "ingress.alb.deregistrationDelaySeconds=30"], "deregistration"),
         ("an unknown value (typo)", OKA, ["--set", "replicas=3"], "replicas"),
+        ("TLS without its Secret", OKA, ["--set", "tls.enabled=true"], "tls.secretName is required"),
+        ("an HTTPS backend without TLS on the pods", OKA, ["--set", "ingress.enabled=true", "--set", "ingress.alb.backendProtocol=HTTPS"], "needs tls.enabled"),
+        ("the helm test under mutual TLS", OKA, ["--set", "tls.enabled=true", "--set", "tls.secretName=s", "--set", "tls.clientCaSecret=ca", "--set", "tests.enabled=true"], "tests.enabled=false"),
         ("the Kafka consumer with the demo spec", OKA, ["--set", "kafkaSource.enabled=true"], "kafkaSource.enabled needs a spec"),
         ("the Kafka consumer with the memory store", OKA, ["--set", "spec.demo=false", "--set", "kafkaSource.enabled=true"], "kafkaSource.enabled needs a shared store"),
         ("a Kafka option that is not a string", OKA, ["-f", os.path.join(OKA, "ci", "kafka-values.yaml"), "--set-json", 'kafkaSource.options={"fetch.max.bytes":1048576}'], "fetch.max.bytes"),

@@ -175,7 +175,15 @@ app.kubernetes.io/component: {{ .component }}
 {{- range .Values.auth.apiKeys }}
 {{ .key }} {{ join "," .scopes }}
 {{- end }}
+{{- range .Values.auth.certIdentities }}
+cert:{{ .identity }} {{ join "," .scopes }}
+{{- end }}
 {{ end }}
+
+{{/* The probes' scheme: HTTPS when the admin port serves TLS */}}
+{{- define "oka.adminScheme" -}}
+{{- if and .Values.tls.enabled .Values.tls.admin }}HTTPS{{ else }}HTTP{{ end }}
+{{- end }}
 
 {{/* terminationGracePeriodSeconds: shutdown delay + shutdown grace + 10 s, or the set value */}}
 {{- define "oka.minTerminationGrace" -}}
