@@ -313,7 +313,7 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
     type Future = ResponseFuture;
 
     fn call(&self, req: hyper::Request<Incoming>) -> Self::Future {
-        self.phase.in_flight.fetch_add(1, Ordering::AcqRel);
+        let serving = Serving::new(&self.phase);
         let phase = Arc::clone(&self.phase);
         let mut req = req.map(Body::new);
         if let Some(identity) = &self.identity {
@@ -333,9 +333,27 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
             }
             phase.now.store(WAITING, Ordering::Release);
             phase.served.fetch_add(1, Ordering::AcqRel);
-            phase.in_flight.fetch_sub(1, Ordering::AcqRel);
+            drop(serving);
             response
         })
+    }
+}
+
+/// One request in flight on a connection, counted until answered or dropped
+/// (an HTTP/2 stream the client resets drops its request, and the connection
+/// goes on: its idle deadline must not stay disarmed).
+struct Serving(Arc<Phase>);
+
+impl Serving {
+    fn new(phase: &Arc<Phase>) -> Self {
+        phase.in_flight.fetch_add(1, Ordering::AcqRel);
+        Self(Arc::clone(phase))
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
