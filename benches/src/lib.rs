@@ -82,8 +82,7 @@ pub fn serve_once(rt: &tokio::runtime::Runtime, state: &AppState, body: &[u8]) -
         state,
         body,
         oka_server::serve::Dialect::Oka,
-        std::time::Instant::now(),
-        None,
+        oka_server::serve::Call::now(),
     ));
     served.unwrap().0
 }

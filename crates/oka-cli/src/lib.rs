@@ -28,7 +28,6 @@ mod serve_args;
 pub mod stores;
 mod training;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -38,7 +37,6 @@ use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 use logs::LogFormat;
 use oka_core::{NativeUdfs, Registry};
-use oka_server::auth::ApiKeys;
 use oka_server::{Limits, Shared};
 use serve_args::{ServeArgs, limits, server_config};
 use tracing::info;
@@ -354,22 +352,6 @@ pub(crate) fn quiet_udf_panics() {
     }));
 }
 
-/// Warns about ports that listen beyond loopback without the keys that guard them.
-fn warn_about_open_ports(listen: SocketAddr, admin_listen: SocketAddr, keys: &ApiKeys) {
-    if !listen.ip().is_loopback() && !keys.enabled() {
-        tracing::warn!(
-            %listen,
-            "the serving port listens beyond loopback with authentication off: anyone who reaches it can read features and ingest records; configure API keys (--api-keys-file or OKA_API_KEYS) unless a private network guards it"
-        );
-    }
-    if !admin_listen.ip().is_loopback() && !keys.admin_enabled() {
-        tracing::warn!(
-            %admin_listen,
-            "the admin port listens beyond loopback and POST /admin/reload needs no key: add a key with the `admin` scope, or keep the port on a private network"
-        );
-    }
-}
-
 /// What `oka serve` reloads on SIGHUP and `POST /admin/reload`: the spec and the
 /// keys, checked against the store as at start.
 fn reloader(
@@ -404,7 +386,8 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     let mut args = args;
     let feast = feast::prepare(&mut args.store, feast)?;
     let tls = args.tls.load().map_err(|e| anyhow::anyhow!(e.message))?;
-    warn_about_open_ports(args.listen, args.admin_listen, &keys);
+    let tracer = args.trace.start("oka")?;
+    serve_args::warn_about_open_ports(args.listen, args.admin_listen, &keys);
     info!(
         spec = %args.spec_from(),
         features = registry.features().len(),
@@ -438,6 +421,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             .reloader(reloader)
             .reload_interval(Duration::from_millis(args.reload_min_interval_ms))
             .tls(tls.serving.iter().chain(&tls.admin).cloned().collect())
+            .tracer(tracer.clone())
             .build();
         let sources = oka_ingest::source::start(
             shared.writer.clone(),
@@ -456,7 +440,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         info!(grace_s = args.shutdown_grace_s, "stopped accepting; finishing the requests received");
         sources.abort();
         let grace = Duration::from_secs(args.shutdown_grace_s);
-        let report = tokio::task::spawn_blocking(move || running.shutdown(grace))
+        let report = tokio::task::spawn_blocking(move || stop(running, grace, tracer))
             .await
             .context("joining workers")?;
         info!(clean = report.clean(), "stopped");
@@ -468,7 +452,20 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     })
 }
 
-/// The request limits `oka serve` was given.
+/// Stops the workers (each request received is answered within `grace`), then
+/// sends the served requests' spans. Blocks.
+fn stop(
+    running: oka_server::runtime::Running,
+    grace: Duration,
+    tracer: Option<Arc<oka_telemetry::trace::Tracer>>,
+) -> oka_server::runtime::Shutdown {
+    let report = running.shutdown(grace);
+    if let Some(tracer) = tracer {
+        tracer.shutdown();
+    }
+    report
+}
+
 /// SIGHUPs received so far. They are caught from the first instruction of
 /// `main` (the default action would end the process); `oka serve` reloads on
 /// them, other commands log and ignore them.

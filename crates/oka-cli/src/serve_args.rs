@@ -10,8 +10,10 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use oka_core::request::RequestLimits;
 use oka_server::Limits;
+use oka_server::auth::ApiKeys;
 use oka_server::runtime::ConnTimeouts;
 use oka_server::runtime::{RuntimeMode, ServerConfig, Tls, TlsError, TlsFiles, available_cpus};
+use oka_telemetry::trace::{TraceConfig, Tracer};
 
 use crate::logs::LogFormat;
 use crate::{ingest, stores};
@@ -103,6 +105,8 @@ pub struct ServeArgs {
     pub grpc_listen: Option<SocketAddr>,
     #[command(flatten, next_help_heading = "TLS")]
     pub tls: TlsArgs,
+    #[command(flatten, next_help_heading = "Tracing")]
+    pub trace: TraceArgs,
     /// Worker threads (default: the CPUs this process may use).
     #[arg(help_heading = "Serving", long, env = "OKA_WORKERS")]
     pub workers: Option<usize>,
@@ -254,6 +258,56 @@ pub struct TlsArgs {
     pub admin_tls_client_ca: Option<PathBuf>,
 }
 
+/// Tracing: W3C trace context in, OTLP out (docs/operations.md, Tracing).
+#[derive(Debug, Clone, clap::Args)]
+pub struct TraceArgs {
+    /// Send the spans of sampled requests over OTLP to this collector: its base
+    /// URL, e.g. http://localhost:4318 (HTTP/protobuf; `/v1/traces` is added)
+    /// or http://localhost:4317 (with --otlp-protocol grpc). Tracing is off, and
+    /// costs nothing, when unset.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+    /// `http/protobuf` (the default) or `grpc`.
+    #[arg(long, env = "OTEL_EXPORTER_OTLP_PROTOCOL", value_name = "PROTOCOL")]
+    pub otlp_protocol: Option<String>,
+    /// The share of new traces sampled, from 0 to 1 (default 1); a request whose
+    /// `traceparent` is sampled, or not, is followed either way
+    /// (`OTEL_TRACES_SAMPLER` picks another of OpenTelemetry's samplers).
+    #[arg(long, env = "OTEL_TRACES_SAMPLER_ARG", value_name = "RATIO")]
+    pub trace_sample_ratio: Option<String>,
+}
+
+impl TraceArgs {
+    /// The tracer, started, when an endpoint is given (`service`: the
+    /// resource's `service.name` unless `OTEL_SERVICE_NAME` is set); a setting
+    /// that cannot be used stops the start, named.
+    pub fn start(&self, service: &'static str) -> anyhow::Result<Option<Arc<Tracer>>> {
+        let Some(endpoint) = self
+            .otlp_endpoint
+            .as_deref()
+            .filter(|e| !e.trim().is_empty())
+        else {
+            return Ok(None);
+        };
+        let sampler = std::env::var("OTEL_TRACES_SAMPLER").ok();
+        let config = TraceConfig::new(
+            endpoint,
+            self.otlp_protocol.as_deref(),
+            sampler.as_deref(),
+            self.trace_sample_ratio.as_deref(),
+        )?;
+        let tracer = Tracer::start(&config, service)?;
+        tracing::info!(
+            endpoint = %config.endpoint,
+            protocol = config.protocol.name(),
+            ratio = config.sampler.ratio,
+            parent_based = config.sampler.parent_based,
+            "tracing on: sampled requests are sent over OTLP"
+        );
+        Ok(Some(tracer))
+    }
+}
+
 /// The TLS of each port (none: plain HTTP).
 #[derive(Debug, Clone, Default)]
 pub struct PortsTls {
@@ -289,6 +343,22 @@ impl TlsArgs {
                 "--admin-tls",
             )?,
         })
+    }
+}
+
+/// Warns about ports that listen beyond loopback without the keys that guard them.
+pub(crate) fn warn_about_open_ports(listen: SocketAddr, admin_listen: SocketAddr, keys: &ApiKeys) {
+    if !listen.ip().is_loopback() && !keys.enabled() {
+        tracing::warn!(
+            %listen,
+            "the serving port listens beyond loopback with authentication off: anyone who reaches it can read features and ingest records; configure API keys (--api-keys-file or OKA_API_KEYS) unless a private network guards it"
+        );
+    }
+    if !admin_listen.ip().is_loopback() && !keys.admin_enabled() {
+        tracing::warn!(
+            %admin_listen,
+            "the admin port listens beyond loopback and POST /admin/reload needs no key: add a key with the `admin` scope, or keep the port on a private network"
+        );
     }
 }
 

@@ -43,6 +43,8 @@ impl Outcome {
 pub struct StepReport {
     /// The on-demand feature.
     pub feature: FeatureId,
+    /// When its UDF began (a trace's span starts here).
+    pub started: Instant,
     /// Time spent in its UDF over all keys.
     pub elapsed: Duration,
     /// Keys whose UDF failed.
@@ -264,6 +266,7 @@ fn run_group(
         }
         out.steps.push(StepReport {
             feature: step.feature,
+            started,
             elapsed: started.elapsed(),
             errors,
         });

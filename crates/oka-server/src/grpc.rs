@@ -35,6 +35,7 @@ use crate::error::ApiError;
 use crate::feast::{Computed, Out, Plan};
 use crate::metrics::Route;
 use crate::serve::{self, Timing, feast};
+use crate::spans::{self, Ending, Operation, Trace};
 use crate::state::AppState;
 
 /// Both of Feast's gRPC services, on one worker's state.
@@ -59,18 +60,19 @@ impl FeastGrpc {
     /// admission, the latency under `route` and the status it maps to.
     async fn call<T, F, Fut>(
         &self,
-        route: Route,
+        (route, method): (Route, &'static str),
         metadata: &tonic::metadata::MetadataMap,
         scope: Scope,
         handler: F,
     ) -> Result<Response<T>, Status>
     where
-        F: FnOnce(Instant) -> Fut,
+        F: FnOnce(Instant, Trace) -> Fut,
         Fut: Future<Output = Result<T, ApiError>>,
     {
         let started = Instant::now();
         let state = &self.state;
         let headers = metadata.clone().into_headers();
+        let trace = spans::begin(&state.shared, Operation::Grpc(method), &headers, started);
         let answer = async {
             // The gRPC port speaks plain HTTP/2: no client certificates.
             state
@@ -85,7 +87,7 @@ impl FeastGrpc {
                     "this worker is at its in-flight limit; retry shortly",
                 )
             })?;
-            handler(started).await
+            handler(started, trace.clone()).await
         }
         .await;
         let status = answer
@@ -95,18 +97,35 @@ impl FeastGrpc {
             .shared
             .metrics
             .request(route, status, started.elapsed());
+        let ending = Ending {
+            status,
+            error: answer.as_ref().err().map(|e| e.code),
+        };
+        spans::end(&state.shared, &trace, Operation::Grpc(method), ending);
         answer.map(Response::new).map_err(|e| status_of(&e))
     }
 
     async fn online(
         &self,
         request: Request<GetOnlineFeaturesRequest>,
+        method: &'static str,
     ) -> Result<Response<GetOnlineFeaturesResponse>, Status> {
         let deadline = grpc_timeout(request.metadata());
         let (metadata, _, request) = request.into_parts();
-        self.call(Route::FeastGrpc, &metadata, Scope::Read, |started| async move {
-            get_online_features(&self.state, request, started, deadline?).await
-        })
+        let method = (Route::FeastGrpc, method);
+        self.call(
+            method,
+            &metadata,
+            Scope::Read,
+            |started, trace| async move {
+                let call = serve::Call {
+                    started,
+                    deadline: deadline?,
+                    trace: trace.as_deref(),
+                };
+                get_online_features(&self.state, request, call).await
+            },
+        )
         .await
     }
 }
@@ -142,23 +161,21 @@ fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Result<Option<Durati
 async fn get_online_features(
     state: &AppState,
     request: GetOnlineFeaturesRequest,
-    started: Instant,
-    deadline: Option<Duration>,
+    call: serve::Call<'_>,
 ) -> Result<GetOnlineFeaturesResponse, ApiError> {
     let feast = feast::registry(state)?;
     let loaded = state.shared.loaded.load_full();
     let registry = &loaded.registry;
     let (requests, plan) = crate::feast::plan(&feast, registry, &feast_request(request)?)?;
     let mut timing = Timing::default();
-    let groups =
-        feast::compute_groups(state, &loaded, requests, started, deadline, &mut timing).await?;
+    let groups = feast::compute_groups(state, &loaded, requests, call, &mut timing).await?;
     let answer = response(registry, &groups, &plan)?;
-    serve::computed(
-        &state.shared,
-        started,
-        Instant::now(),
-        feast::key_count(&groups),
-    );
+    let done = Instant::now();
+    // The answer's encoding: from the end of the UDFs (the first group's).
+    let udfs_done = call.started + timing.parse + timing.storage + timing.udf;
+    timing.encode = done.saturating_duration_since(udfs_done);
+    spans::phases(call.trace, timing.phases());
+    serve::computed(&state.shared, call, done, feast::key_count(&groups));
     Ok(answer)
 }
 
@@ -343,7 +360,8 @@ impl ServingService for FeastGrpc {
         &self,
         request: Request<GetOnlineFeaturesRequest>,
     ) -> Result<Response<GetOnlineFeaturesResponse>, Status> {
-        self.online(request).await
+        self.online(request, "feast.serving.ServingService/GetOnlineFeatures")
+            .await
     }
 }
 
@@ -351,7 +369,8 @@ impl ServingService for FeastGrpc {
 impl GrpcFeatureServer for FeastGrpc {
     async fn push(&self, request: Request<PushRequest>) -> Result<Response<PushResponse>, Status> {
         let (metadata, _, r) = request.into_parts();
-        self.call(Route::FeastGrpc, &metadata, Scope::Write, |_| async {
+        let method = (Route::FeastGrpc, "feast.serving.GrpcFeatureServer/Push");
+        self.call(method, &metadata, Scope::Write, |_, _| async {
             let feast = feast::registry(&self.state)?;
             let to = if r.to.is_empty() { "online" } else { &r.to };
             let body = serde_json::json!({
@@ -370,7 +389,11 @@ impl GrpcFeatureServer for FeastGrpc {
         request: Request<WriteToOnlineStoreRequest>,
     ) -> Result<Response<WriteToOnlineStoreResponse>, Status> {
         let (metadata, _, r) = request.into_parts();
-        self.call(Route::FeastGrpc, &metadata, Scope::Write, |_| async {
+        let method = (
+            Route::FeastGrpc,
+            "feast.serving.GrpcFeatureServer/WriteToOnlineStore",
+        );
+        self.call(method, &metadata, Scope::Write, |_, _| async {
             let feast = feast::registry(&self.state)?;
             let body = serde_json::json!({
                 "feature_view_name": r.feature_view_name,
@@ -391,6 +414,7 @@ impl GrpcFeatureServer for FeastGrpc {
         &self,
         request: Request<GetOnlineFeaturesRequest>,
     ) -> Result<Response<GetOnlineFeaturesResponse>, Status> {
-        self.online(request).await
+        self.online(request, "feast.serving.GrpcFeatureServer/GetOnlineFeatures")
+            .await
     }
 }

@@ -16,6 +16,8 @@
 //!   [`auth`]: API keys; [`catalog`]: the registry as JSON.
 //! - [`console`]: `/ui` on the admin port (the registry, lineage, live health
 //!   and a try-it form in the browser).
+//! - `spans`: a sampled request's trace (`--otlp-endpoint`), from its route's
+//!   bookkeeping through the request path's phases to its export.
 //! - [`runtime`]: per-core worker threads on `SO_REUSEPORT` listeners and the
 //!   drain on shutdown; each accept loop is `oka_telemetry::http::Listener` (the
 //!   one every Oka port is served by: connection cap, timeouts, descriptor limits).
@@ -32,6 +34,7 @@ pub mod openapi;
 pub mod router;
 pub mod runtime;
 pub mod serve;
+mod spans;
 pub mod state;
 pub mod stats;
 

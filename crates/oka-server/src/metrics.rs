@@ -167,6 +167,31 @@ impl Route {
             Self::Other => "other",
         }
     }
+
+    /// The route's span name (`{method} {path}`, OpenTelemetry's HTTP
+    /// conventions; Feast's gRPC calls: the service's).
+    pub fn span_name(self) -> &'static str {
+        match self {
+            Self::Features => "POST /v1/features",
+            Self::VolgaPost => "POST /on_demand_compute",
+            Self::VolgaGet => "GET /on_demand_compute/{json}",
+            Self::Registry => "GET /v1/features",
+            Self::Ingest => "POST /v1/ingest",
+            Self::FeastOnline => "POST /get-online-features",
+            Self::FeastPush => "POST /push",
+            Self::FeastWrite => "POST /write-to-online-store",
+            Self::FeastGrpc => "gRPC",
+            Self::Other => "HTTP",
+        }
+    }
+
+    /// The HTTP method and path of the route (`http.request.method`,
+    /// `http.route`).
+    pub fn method_and_path(self) -> (&'static str, &'static str) {
+        self.span_name()
+            .split_once(' ')
+            .unwrap_or(("", self.span_name()))
+    }
 }
 
 const STATUS_CLASSES: [&str; 4] = ["2xx", "4xx", "5xx", "other"];
@@ -336,6 +361,7 @@ pub struct Metrics {
     accept_errors: [Counter; 2],
     unanswered: Counter,
     tls_failures: [Counter; 2],
+    trace_spans: [Counter; 2],
     reloads: [Counter; 3],
     lenient: [Counter; 3],
 }
@@ -395,6 +421,7 @@ impl Metrics {
             accept_errors: Default::default(),
             unanswered: Counter::default(),
             tls_failures: Default::default(),
+            trace_spans: Default::default(),
             reloads: Default::default(),
             lenient: Default::default(),
         }
@@ -506,5 +533,15 @@ impl oka_telemetry::http::ConnEvents for Metrics {
 
     fn tls_failed(&self, why: oka_telemetry::http::TlsFailure) {
         self.tls_failures[why as usize].add(1);
+    }
+}
+
+impl oka_telemetry::trace::TraceEvents for Metrics {
+    fn spans_exported(&self, n: u64) {
+        self.trace_spans[0].add(n);
+    }
+
+    fn spans_failed(&self, n: u64) {
+        self.trace_spans[1].add(n);
     }
 }

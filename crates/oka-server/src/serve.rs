@@ -12,10 +12,12 @@ use oka_core::json::BodyError;
 use oka_core::request::Prepared;
 use oka_core::value::TimeFormat;
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy, Registry, Timestamp, encode};
+use oka_telemetry::trace::RequestTrace;
 use tracing::debug;
 
 use crate::error::ApiError;
 use crate::metrics::Leniency;
+use crate::spans;
 use crate::state::{AppState, Loaded, Shared};
 
 pub(crate) mod feast;
@@ -46,6 +48,11 @@ impl Timing {
         let since = self.mark.unwrap_or(started);
         self.mark = Some(now);
         (now.saturating_duration_since(since), now)
+    }
+
+    /// The phases' lengths, in order (parse, storage, udf, encode).
+    pub fn phases(&self) -> [Duration; 4] {
+        [self.parse, self.storage, self.udf, self.encode]
     }
 
     /// The `Server-Timing` header value (milliseconds, three decimals). Written
@@ -168,16 +175,42 @@ impl Dialect {
     }
 }
 
-/// Serves one feature request in `dialect`;
-/// `deadline` (from the `X-Oka-Deadline-Ms` header) overrides the body's
-/// `deadline_ms` and the server's default, and counts from `started`.
+/// A call of the request path: when it began, the deadline its caller set, and
+/// its trace if it is sampled.
+#[derive(Debug, Clone, Copy)]
+pub struct Call<'a> {
+    /// When the request began (its deadline counts from here).
+    pub started: Instant,
+    /// The `X-Oka-Deadline-Ms` header's (or gRPC's `grpc-timeout`), if given:
+    /// it overrides the body's `deadline_ms` and the server's default.
+    pub deadline: Option<Duration>,
+    /// The request's trace, if sampled.
+    pub trace: Option<&'a RequestTrace>,
+}
+
+impl Call<'_> {
+    /// A call begun now, without a deadline header or a trace.
+    pub fn now() -> Self {
+        Self {
+            started: Instant::now(),
+            deadline: None,
+            trace: None,
+        }
+    }
+}
+
+/// Serves one feature request in `dialect`.
 pub async fn features(
     state: &AppState,
     body: &[u8],
     dialect: Dialect,
-    started: Instant,
-    deadline: Option<Duration>,
+    call: Call<'_>,
 ) -> Result<(Vec<u8>, Timing), ApiError> {
+    let Call {
+        started,
+        deadline,
+        trace,
+    } = call;
     let shared = &state.shared;
     let mut timing = Timing::default();
 
@@ -187,7 +220,7 @@ pub async fn features(
     //    Volga's routes are as lenient as Volga's server where it answered 200.
     let loaded = shared.loaded.load();
     if dialect == Dialect::Feast {
-        return feast::features(state, &loaded, body, started, deadline).await;
+        return feast::features(state, &loaded, body, call).await;
     }
     let registry = &loaded.registry;
     let request = parse_as(state, body, dialect)?;
@@ -209,6 +242,7 @@ pub async fn features(
         keys,
         started,
         budget,
+        trace,
     };
     let (prepared, outputs) = compute(state, &loaded, request, &mut timing).await?;
 
@@ -226,12 +260,12 @@ pub async fn features(
     let (encode, done) = timing.lap(started);
     timing.encode = encode;
 
-    computed(shared, started, done, prepared.key_count());
+    computed(shared, call, done, prepared.key_count());
     Ok((body, timing))
 }
 
 /// A parsed feature request, whichever API it came in on.
-pub(crate) struct Request {
+pub(crate) struct Request<'a> {
     /// The request in Oka's terms.
     pub request: FeatureRequest,
     /// How keys that do not fit their entity are taken.
@@ -240,6 +274,8 @@ pub(crate) struct Request {
     pub started: Instant,
     /// Its time budget.
     pub budget: Duration,
+    /// Its trace, if sampled.
+    pub trace: Option<&'a RequestTrace>,
 }
 
 /// Steps 1 (the plan), 2 (the reads) and 3 (the UDFs) of a feature request, for
@@ -248,7 +284,7 @@ pub(crate) struct Request {
 pub(crate) async fn compute(
     state: &AppState,
     loaded: &Loaded,
-    request: Request,
+    request: Request<'_>,
     timing: &mut Timing,
 ) -> Result<(Prepared, Outputs), ApiError> {
     let shared = &state.shared;
@@ -258,6 +294,7 @@ pub(crate) async fn compute(
         keys,
         started,
         budget,
+        trace,
     } = request;
     let deadline_at = started + budget;
     let prepared = registry.prepare_as(&request, Timestamp::now(), &shared.limits.request, keys)?;
@@ -271,7 +308,7 @@ pub(crate) async fn compute(
         registry,
         &prepared,
         (parsed, deadline_at),
-        budget,
+        (budget, trace),
         timing,
     )
     .await;
@@ -282,6 +319,7 @@ pub(crate) async fn compute(
     }
     let outputs = outputs?;
     record_udfs(loaded, &outputs, watched);
+    spans::udfs(trace, loaded, &outputs);
     Ok((prepared, outputs))
 }
 
@@ -292,12 +330,19 @@ async fn read_and_run(
     registry: &Registry,
     prepared: &Prepared,
     (parsed, deadline_at): (Instant, Instant),
-    budget: Duration,
+    (budget, trace): (Duration, Option<&RequestTrace>),
     timing: &mut Timing,
 ) -> Result<Outputs, ApiError> {
     // 2. The reads: one batched store call per (pipeline feature, query) of each
     //    key list, all concurrent, results kept by read id.
-    let fetched = read_all(state, registry, prepared, (parsed, deadline_at), budget).await?;
+    let fetched = read_all(
+        state,
+        registry,
+        prepared,
+        (parsed, deadline_at),
+        (budget, trace),
+    )
+    .await?;
     timing.storage = timing.lap(parsed).0;
 
     // 3. UDFs per key, in plan order.
@@ -322,11 +367,12 @@ fn record_targets(loaded: &Loaded, prepared: &Prepared, elapsed: Duration, faile
     }
 }
 
-/// Records a served request's latency (from `started` to `done`) and key count.
-pub(crate) fn computed(shared: &Shared, started: Instant, done: Instant, keys: usize) {
-    let elapsed = done.saturating_duration_since(started);
+/// Records a served request's latency (from its start to `done`) and key count.
+pub(crate) fn computed(shared: &Shared, call: Call<'_>, done: Instant, keys: usize) {
+    let elapsed = done.saturating_duration_since(call.started);
     shared.metrics.compute(elapsed, keys);
     shared.stats.server.record_at(done, elapsed);
+    spans::keys(call.trace, keys);
 }
 
 /// The request's time budget: the `X-Oka-Deadline-Ms` header's, else the body's
@@ -362,20 +408,28 @@ async fn read_all(
     registry: &Registry,
     prepared: &Prepared,
     (start, deadline_at): (Instant, Instant),
-    budget: Duration,
+    (budget, trace): (Duration, Option<&RequestTrace>),
 ) -> Result<Fetched, ApiError> {
     let shared = &state.shared;
     let reads = prepared.fetches().map(|(id, f)| async move {
-        let r = state
-            .store
-            .read(registry.feature(f.feature), &f.keys, &f.query)
-            .await;
+        let feature = registry.feature(f.feature);
+        let r = state.store.read(feature, &f.keys, &f.query).await;
         let done = Instant::now();
         let elapsed = done.saturating_duration_since(start);
         shared
             .metrics
             .storage_read(f.query.name(), elapsed, r.is_ok());
         shared.stats.db.record_at(done, elapsed);
+        if trace.is_some() {
+            let call = spans::StoreCall {
+                backend: state.store.backend(),
+                feature: &feature.name,
+                query: f.query.name(),
+                keys: f.keys.len(),
+            };
+            let error = r.as_ref().err().map(ToString::to_string);
+            spans::store_call(trace, call, (start, done), error);
+        }
         r.map(|rows| (id, rows))
     });
     let mut reads: Vec<_> = reads.collect();

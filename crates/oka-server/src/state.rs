@@ -10,6 +10,7 @@ use oka_core::Registry;
 use oka_core::request::RequestLimits;
 use oka_storage::{FeatureStore, StoreWatch};
 use oka_telemetry::http::Tls;
+use oka_telemetry::trace::Tracer;
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
 
@@ -156,6 +157,8 @@ pub struct Shared {
     pub feast: Option<oka_feast::SharedRegistry>,
     /// The TLS ports' certificates, re-read by every reload.
     tls: Vec<Arc<Tls>>,
+    /// Where sampled requests' spans go (`--otlp-endpoint`); none: no tracing.
+    pub tracer: Option<Arc<Tracer>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -200,6 +203,7 @@ impl Shared {
             store_name: None,
             feast: None,
             tls: Vec::new(),
+            tracer: None,
         }
     }
 
@@ -357,6 +361,7 @@ pub struct SharedBuilder {
     store_name: Option<String>,
     feast: Option<oka_feast::SharedRegistry>,
     tls: Vec<Arc<Tls>>,
+    tracer: Option<Arc<Tracer>>,
 }
 
 impl std::fmt::Debug for SharedBuilder {
@@ -417,11 +422,20 @@ impl SharedBuilder {
         self
     }
 
+    /// Traces sampled requests to `tracer`.
+    pub fn tracer(mut self, tracer: Option<Arc<Tracer>>) -> Self {
+        self.tracer = tracer;
+        self
+    }
+
     /// The shared state; starts the write path on the current tokio runtime.
     pub fn build(self) -> Arc<Shared> {
         let metrics = Arc::new(Metrics::new(self.store.backend()));
         let ingest_budget = self.limits.max_ingest_bytes.min(Semaphore::MAX_PERMITS);
         let writer = WritePath::spawn(Arc::clone(&self.store), metrics.clone(), self.writer);
+        if let Some(tracer) = &self.tracer {
+            tracer.report_to(metrics.clone());
+        }
         Arc::new(Shared {
             loaded: ArcSwap::from_pointee(Loaded::new(self.registry, self.keys, None)),
             reloader: self.reloader,
@@ -444,6 +458,7 @@ impl SharedBuilder {
             feast: self.feast,
             serving_addr: std::sync::OnceLock::new(),
             tls: self.tls,
+            tracer: self.tracer,
         })
     }
 }

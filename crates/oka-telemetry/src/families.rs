@@ -122,6 +122,13 @@ pub const HTTP_TLS_FAILURES: Family = Family {
     buckets: &[],
 };
 
+/// `oka_trace_spans_total` (label `result`: `exported`, `failed`).
+pub const TRACE_SPANS: Family = Family {
+    name: "oka_trace_spans",
+    help: "Spans sent to the OTLP collector (with --otlp-endpoint), by result (exported: the collector took them; failed: refused or unreachable, lost); spans beyond the export queue (OTEL_BSP_MAX_QUEUE_SIZE) are dropped uncounted",
+    buckets: &[],
+};
+
 /// Every shared family, for checks that walk them.
 pub const ALL: &[Family] = &[
     STORAGE_WRITE_DURATION,
@@ -136,6 +143,7 @@ pub const ALL: &[Family] = &[
     HTTP_ACCEPT_ERRORS,
     HTTP_SHUTDOWN_UNANSWERED,
     HTTP_TLS_FAILURES,
+    TRACE_SPANS,
 ];
 
 #[cfg(test)]

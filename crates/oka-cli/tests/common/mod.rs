@@ -59,8 +59,14 @@ pub struct Oka {
 /// Starts `oka serve ARGS` on free loopback ports, its log (default filter) in `log` (or nowhere),
 /// and waits until `/readyz` answers 200.
 pub fn start_oka(args: &[&str], log: Option<&std::path::Path>) -> Oka {
+    start_oka_env(args, &[], log)
+}
+
+/// [`start_oka`] with environment variables `env` set for the server.
+pub fn start_oka_env(args: &[&str], env: &[(&str, &str)], log: Option<&std::path::Path>) -> Oka {
     let (port, admin_port) = (free_port(), free_port());
     let mut cmd = Command::new(OKA);
+    cmd.envs(env.iter().copied());
     cmd.arg("serve")
         .args(args)
         .args([

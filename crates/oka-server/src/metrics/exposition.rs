@@ -171,6 +171,16 @@ impl Collector for Scrape {
         )?;
         family(
             e,
+            F::TRACE_SPANS.name,
+            &F::TRACE_SPANS.help_line(),
+            MetricType::Counter,
+            ["exported", "failed"]
+                .iter()
+                .zip(&m.trace_spans)
+                .map(|(result, c)| ([("result", *result)], c)),
+        )?;
+        family(
+            e,
             "oka_volga_lenient_requests",
             "Requests on Volga's routes served where Oka's API would refuse them, by case (empty_targets, unknown_field: ignored, invalid_key: such keys answered null).",
             MetricType::Counter,

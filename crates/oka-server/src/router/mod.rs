@@ -26,6 +26,7 @@ use crate::ingest;
 use crate::metrics::{Metrics, Route};
 use crate::openapi::{CatalogErrors, FeatureErrors, IngestErrors, VolgaGetErrors, VolgaPostErrors};
 use crate::serve::{self, Dialect};
+use crate::spans::{self, Ending, Operation, Trace};
 use crate::state::{Admitted, AppState};
 
 mod admin;
@@ -148,27 +149,42 @@ fn admit(state: &AppState) -> Result<Admitted, ApiError> {
 /// Runs one serving-port handler with the bookkeeping every one of them shares:
 /// the clock starts before anything else, the request counts as in flight until
 /// it ends (or is dropped with its connection), an error becomes its JSON answer,
-/// the latency is recorded under `route` and the status, and a 5xx answer counts
-/// as shed (overloaded) or failed in the live statistics.
-async fn tracked<F, Fut>(state: &AppState, route: Route, handler: F) -> Response
+/// the latency is recorded under `route` and the status, a 5xx answer counts
+/// as shed (overloaded) or failed in the live statistics, and a request whose
+/// `headers` are given is traced when tracing is on and the sampler takes it.
+async fn tracked<F, Fut>(
+    state: &AppState,
+    route: Route,
+    headers: Option<&HeaderMap>,
+    handler: F,
+) -> Response
 where
-    F: FnOnce(Instant) -> Fut,
+    F: FnOnce(Instant, Trace) -> Fut,
     Fut: Future<Output = Result<Response, ApiError>>,
 {
     let started = Instant::now();
-    let metrics = &state.shared.metrics;
+    let shared = &state.shared;
+    let metrics = &shared.metrics;
     let _in_flight = InFlight::enter(metrics);
-    let resp = handler(started)
+    let trace = headers.and_then(|h| spans::begin(shared, Operation::Http(route), h, started));
+    let resp = handler(started, trace.clone())
         .await
         .unwrap_or_else(IntoResponse::into_response);
     let status = resp.status();
     metrics.request(route, status.as_u16(), started.elapsed());
+    let error = resp.extensions().get::<ErrorCode>().copied();
     if status.is_server_error() {
-        let stats = &state.shared.stats;
-        match resp.extensions().get::<ErrorCode>() {
-            Some(ErrorCode::Overloaded) => stats.shed.add(1),
-            _ => stats.errors.add(1),
+        match error {
+            Some(ErrorCode::Overloaded) => shared.stats.shed.add(1),
+            _ => shared.stats.errors.add(1),
         }
+    }
+    if trace.is_some() {
+        let ending = Ending {
+            status: status.as_u16(),
+            error,
+        };
+        spans::end(shared, &trace, Operation::Http(route), ending);
     }
     resp
 }
@@ -207,13 +223,19 @@ async fn compute(
     body: impl Future<Output = Result<Bytes, ApiError>>,
     dialect: Dialect,
 ) -> Response {
-    tracked(state, route, |started| async move {
+    tracked(state, route, Some(headers), |started, trace| async move {
         let answer = async {
             authorize(state, headers, caller, Scope::Read)?;
             let deadline = deadline_header(headers)?;
             let body = body.await?;
             let _slot = admit(state)?;
-            let (out, timing) = serve::features(state, &body, dialect, started, deadline).await?;
+            let call = serve::Call {
+                started,
+                deadline,
+                trace: trace.as_deref(),
+            };
+            let (out, timing) = serve::features(state, &body, dialect, call).await?;
+            spans::phases(trace.as_deref(), timing.phases());
             let mut resp = json_response(out);
             // The header's own buffer becomes the value: no second copy.
             let timing = Bytes::from(timing.header().into_bytes());
@@ -309,7 +331,7 @@ async fn feast_write(
     caller: &Caller,
     body: Body,
 ) -> Response {
-    tracked(state, route, |_| async {
+    tracked(state, route, Some(headers), |_, _| async {
         authorize(state, headers, caller, Scope::Write)?;
         let budget = Arc::clone(&state.shared.ingest_budget);
         let body = read_body(state, headers, body, Some(&budget)).await?;
@@ -456,7 +478,7 @@ async fn get_catalog(
     headers: HeaderMap,
     caller: Caller,
 ) -> Response {
-    tracked(&state, Route::Registry, |_| async {
+    tracked(&state, Route::Registry, Some(&headers), |_, _| async {
         authorize(&state, &headers, &caller, Scope::Read)?;
         let _slot = admit(&state)?;
         Ok(json_response(
@@ -482,7 +504,7 @@ async fn post_ingest(
     caller: Caller,
     body: Body,
 ) -> Response {
-    tracked(&state, Route::Ingest, |_| async {
+    tracked(&state, Route::Ingest, Some(&headers), |_, _| async {
         authorize(&state, &headers, &caller, Scope::Write)?;
         let budget = Arc::clone(&state.shared.ingest_budget);
         let body = read_body(&state, &headers, body, Some(&budget)).await?;
@@ -494,14 +516,14 @@ async fn post_ingest(
 }
 
 async fn not_found(State(state): State<AppState>) -> Response {
-    tracked(&state, Route::Other, |_| async {
+    tracked(&state, Route::Other, None, |_, _| async {
         Err(ApiError::new(ErrorCode::NotFound, "no such route"))
     })
     .await
 }
 
 async fn method_not_allowed(State(state): State<AppState>) -> Response {
-    tracked(&state, Route::Other, |_| async {
+    tracked(&state, Route::Other, None, |_, _| async {
         Err(ApiError::new(
             ErrorCode::MethodNotAllowed,
             "method not allowed on this route",

@@ -5,7 +5,7 @@
 //! all in Feast's shape.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures::{StreamExt, TryStreamExt};
 use oka_core::execute::Outputs;
@@ -13,7 +13,7 @@ use oka_core::request::Prepared;
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy};
 use oka_feast::FeastRegistry;
 
-use super::{Request, Timing, compute, computed, time_budget};
+use super::{Call, Request, Timing, compute, computed, time_budget};
 use crate::error::ApiError;
 use crate::state::{AppState, Loaded};
 
@@ -35,19 +35,18 @@ pub(crate) async fn features(
     state: &AppState,
     loaded: &Loaded,
     body: &[u8],
-    started: Instant,
-    deadline: Option<Duration>,
+    call: Call<'_>,
 ) -> Result<(Vec<u8>, Timing), ApiError> {
     let feast = registry(state)?;
     let (requests, plan) = crate::feast::parse(&feast, &loaded.registry, body)?;
     let mut timing = Timing::default();
-    let groups = compute_groups(state, loaded, requests, started, deadline, &mut timing).await?;
+    let groups = compute_groups(state, loaded, requests, call, &mut timing).await?;
     let t = Instant::now();
     let mut out = Vec::with_capacity(256 + 64 * plan.rows * plan.columns.len());
     crate::feast::write_response(&loaded.registry, &groups, &plan, &mut out);
     let done = Instant::now();
     timing.encode = done.saturating_duration_since(t);
-    computed(&state.shared, started, done, key_count(&groups));
+    computed(&state.shared, call, done, key_count(&groups));
     Ok((out, timing))
 }
 
@@ -58,10 +57,14 @@ pub(crate) async fn compute_groups(
     state: &AppState,
     loaded: &Loaded,
     requests: Vec<FeatureRequest>,
-    started: Instant,
-    deadline: Option<Duration>,
+    call: Call<'_>,
     timing: &mut Timing,
 ) -> Result<Vec<(Prepared, Outputs)>, ApiError> {
+    let Call {
+        started,
+        deadline,
+        trace,
+    } = call;
     let default = state.shared.limits.default_deadline;
     let budget = match requests.first() {
         Some(r) => time_budget(r, deadline, default)?,
@@ -74,6 +77,7 @@ pub(crate) async fn compute_groups(
             keys: KeyPolicy::Strict,
             started,
             budget,
+            trace,
         };
         compute(state, loaded, request, &mut timing)
             .await
