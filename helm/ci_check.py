@@ -348,6 +348,25 @@ def assert_tls(r: Render, enabled: bool):
     assert ann["alb.ingress.kubernetes.io/healthcheck-protocol"] == "HTTPS", ann
 
 
+def assert_tracing(r: Render, on: bool):
+    """Tracing's environment: none when off; on, the node's collector as the endpoint
+    (the node IP defined before the variable that refers to it), the ratio, the pod as
+    resource attributes."""
+    _, _, c, env = assert_oka_deployment(r)
+    if not on:
+        assert not any(k.startswith("OTEL_") for k in env), env
+        return
+    names = [e["name"] for e in c["env"]]
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://$(OKA_NODE_IP):4318", env
+    assert names.index("OKA_NODE_IP") < names.index("OTEL_EXPORTER_OTLP_ENDPOINT"), names
+    node_ip = [e for e in c["env"] if e["name"] == "OKA_NODE_IP"][0]
+    assert node_ip["valueFrom"]["fieldRef"]["fieldPath"] == "status.hostIP", node_ip
+    assert env["OTEL_TRACES_SAMPLER_ARG"] == "0.05", env
+    assert env["OTEL_EXPORTER_OTLP_PROTOCOL"] == "http/protobuf", env
+    assert "k8s.pod.name=$(OKA_POD_NAME)" in env["OTEL_RESOURCE_ATTRIBUTES"], env
+    assert names.index("OKA_POD_NAME") < names.index("OTEL_RESOURCE_ATTRIBUTES"), names
+
+
 def assert_checksums(r: Render, rollout: bool):
     ann = r.one("Deployment")["spec"]["template"]["metadata"].get("annotations") or {}
     has = any(k.startswith("checksum/") for k in ann)
@@ -1090,6 +1109,8 @@ def main() -> int:
     C.check("oka/tls: HTTPS on both ports from the TLS Secret (directory mounts), mutual TLS CA, "
             "certificate identities in the keys file, HTTPS probes, ALB re-encrypting with HTTPS health checks",
             lambda: (assert_tls(*has("oka/tls"), True), assert_tls(R["oka/default"], False)))
+    C.check("tracing: the node's collector, the ratio, the pod's name; none when off",
+            lambda: (assert_tracing(*has("oka/tls"), True), assert_tracing(R["oka/default"], False)))
     C.check("oka/redis + oka/auth: checksum rollout on config change, and its opt-out",
             lambda: (assert_checksums(*has("oka/redis"), True), assert_checksums(R["oka/auth"], False)))
     C.check("oka/auth: HPA (CPU + Pods metric), PDB, ServiceMonitor on the admin Service, NetworkPolicy",

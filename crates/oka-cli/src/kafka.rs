@@ -78,6 +78,8 @@ pub struct KafkaArgs {
     pub log_format: LogFormat,
     #[command(flatten, next_help_heading = "Store")]
     pub store: StoreArgs,
+    #[command(flatten, next_help_heading = "Tracing")]
+    pub trace: crate::serve_args::TraceArgs,
 }
 
 impl KafkaArgs {
@@ -184,15 +186,20 @@ async fn consume(
     sources: Vec<KafkaSource>,
 ) -> Result<()> {
     let store = stores::open_for_writes(&args.store, "source kafka").await?;
+    let tracer = args.trace.start("oka-source-kafka")?;
     let opts = oka_kafka::RunOptions {
         store_watch: Arc::new(oka_storage::StoreWatch::new(
             stores::redact(args.store.url()),
             store.backend(),
         )),
+        tracer: tracer.clone(),
         ..args.options()
     };
     let partitions = Arc::new(Partitions::default());
     let metrics = Arc::new(KafkaMetrics::new(store.backend(), Arc::clone(&partitions)));
+    if let Some(tracer) = &tracer {
+        tracer.report_to(Arc::clone(&metrics) as Arc<dyn oka_telemetry::trace::TraceEvents>);
+    }
     let writer = WritePath::spawn(
         Arc::clone(&store),
         Arc::clone(&metrics) as Arc<dyn oka_ingest::IngestMetrics>,
@@ -233,6 +240,10 @@ async fn consume(
     let ran = consumers.run(stopped).await;
     let _ = stop_admin.send(true);
     let _ = tokio::time::timeout(std::time::Duration::from_secs(5), admin).await;
+    if let Some(tracer) = tracer {
+        // The written batches' spans, sent before the process ends.
+        let _ = tokio::task::spawn_blocking(move || tracer.shutdown()).await;
+    }
     ran?;
     info!("stopped");
     Ok(())

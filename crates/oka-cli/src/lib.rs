@@ -144,6 +144,8 @@ enum MigrateCommand {
     Volga(migrate::VolgaArgs),
 }
 
+// Parsed once at start: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum SourceCommand {
     /// Run the spec's mock sources (`source: {mock: …}`) against the store: the first

@@ -5,7 +5,9 @@
 //! (the caller's span as parent, its `tracestate` kept) and the phase spans of
 //! `Server-Timing` under it, a span per store call under `storage`, a span per
 //! UDF under `udf`. No spans for an unsampled `traceparent`, or at ratio 0; a
-//! collector that is down costs no request, and is counted.
+//! collector that is down costs no request, and is counted. `oka source kafka`
+//! (with a broker: OKA_TEST_KAFKA_BROKERS) gives a message's write a span in the
+//! trace its `traceparent` header names.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
@@ -27,6 +29,7 @@ use opentelemetry_proto::tonic::trace::v1::span::SpanKind;
 use prost::Message;
 
 mod common;
+mod kafka_support;
 
 use common::{Oka, http, start_oka_env};
 
@@ -447,4 +450,63 @@ fn bad_tracing_settings_stop_the_start_named() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn a_kafka_message_s_traceparent_gets_its_write_a_span_in_that_trace() {
+    let Some((brokers, redis)) = kafka_support::services() else {
+        return;
+    };
+    let kafka = kafka_support::Kafka { brokers };
+    let (topic, group) = (
+        kafka_support::unique("traced"),
+        kafka_support::unique("group"),
+    );
+    let prefix = format!("{}:", kafka_support::unique("kt"));
+    kafka.create_topic(&topic, 1);
+    let (collector, received) = http_collector();
+    let endpoint = format!("http://{collector}");
+    let spec = kafka_support::spec(&topic, &group, "");
+    let args = ["--otlp-endpoint", endpoint.as_str()];
+    let mut source =
+        kafka_support::start_source_with(&spec, &kafka.brokers, &redis, &prefix, &args);
+    source.wait_joined();
+    let unsampled = "0af7651916cd43dd8448eb211c80319c";
+    let sampled = format!("00-{TRACE_ID}-{CALLER_SPAN}-01");
+    let not_sampled = format!("00-{unsampled}-b7ad6b7169203331-00");
+    kafka.produce_with_headers(
+        &topic,
+        br#"{"id":"a","n":1}"#,
+        &[("traceparent", &sampled), ("tracestate", "p=1")],
+    );
+    kafka.produce_with_headers(
+        &topic,
+        br#"{"id":"b","n":2}"#,
+        &[("traceparent", &not_sampled)],
+    );
+    kafka.produce_with_headers(&topic, br#"{"id":"c","n":3}"#, &[]);
+    kafka_support::wait_for("3 records written", Duration::from_secs(120), || {
+        source.metric("oka_kafka_records_written_total", "") >= 3.0
+    });
+    // SIGTERM: the queued spans are sent on the way out.
+    assert!(source.terminate().success());
+    let spans = received.spans();
+    assert_eq!(
+        spans.len(),
+        1,
+        "one span, for the sampled message: {spans:#?}"
+    );
+    let (service, write) = &spans[0];
+    assert_eq!(service, "oka-source-kafka");
+    assert_eq!(hex(&write.trace_id), TRACE_ID);
+    assert_eq!(hex(&write.parent_span_id), CALLER_SPAN);
+    assert_eq!(write.trace_state, "p=1");
+    assert_eq!(write.kind, SpanKind::Consumer as i32);
+    assert_eq!(write.name, format!("write {topic}"));
+    let a = attrs(&write.attributes);
+    assert_eq!(a["messaging.system"], "kafka");
+    assert_eq!(a["messaging.destination.name"], topic);
+    assert_eq!(a["messaging.kafka.offset"], "0");
+    assert_eq!(a["oka.feature"], "clicks");
+    assert!(write.end_time_unix_nano >= write.start_time_unix_nano);
 }

@@ -24,6 +24,20 @@ pub struct Rejected {
     pub payload: Option<Vec<u8>>,
 }
 
+/// A message that carried a sampled trace context (`traceparent`): its write
+/// gets a span in that trace.
+#[derive(Debug, Clone)]
+pub struct Traced {
+    /// The producer's span, the write span's parent.
+    pub parent: oka_telemetry::trace::SpanContext,
+    /// Its partition.
+    pub partition: i32,
+    /// Its offset.
+    pub offset: i64,
+    /// When it was received (the write span's start).
+    pub received: std::time::SystemTime,
+}
+
 /// One partition's messages in a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Span {
@@ -50,6 +64,8 @@ pub struct Batch {
     pub spans: BTreeMap<i32, Span>,
     /// Messages in it, records and rejected.
     pub messages: usize,
+    /// Its messages that carried a sampled trace context (only with a tracer).
+    pub traced: Vec<Traced>,
 }
 
 impl Batch {
@@ -63,6 +79,7 @@ impl Batch {
             rejected: Vec::new(),
             spans: BTreeMap::new(),
             messages: 0,
+            traced: Vec::new(),
         }
     }
 

@@ -17,15 +17,17 @@ use std::time::Duration;
 
 use oka_core::{Entity, Registry, Timestamp};
 use oka_ingest::{RecordParser, WritePath};
+use oka_telemetry::trace::Tracer;
 use rdkafka::Message;
 use rdkafka::consumer::{Consumer as _, StreamConsumer};
 use rdkafka::error::KafkaError;
+use rdkafka::message::Headers;
 use tokio::sync::watch;
 use tokio::task::{JoinError, JoinHandle};
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use crate::batch::{Batch, Rejected};
+use crate::batch::{Batch, Rejected, Traced};
 use crate::commit::Committer;
 use crate::context::Context;
 use crate::dead_letter::DeadLetters;
@@ -44,6 +46,8 @@ struct Incoming {
     offset: i64,
     ts_ms: i64,
     outcome: Result<(oka_core::EntityKey, oka_core::Row), Rejected>,
+    /// Its sampled trace context, when tracing.
+    trace: Option<Traced>,
 }
 
 /// How long the consumer waits, not taking messages, for a batch in flight
@@ -148,6 +152,8 @@ impl Consumer {
             retry_base: opts.retry_base,
             retry_max: opts.retry_max,
             store_watch: Arc::clone(&opts.store_watch),
+            tracer: opts.tracer.clone(),
+            topic: Arc::clone(&topic),
         };
         Ok(Self {
             consumer,
@@ -196,13 +202,14 @@ impl Consumer {
                 .map(|t| t + PAUSE_AFTER);
             let event = {
                 let (pending, consumer, decoder) = (&mut self.pending, &*self.consumer, &decoder);
+                let tracer = self.target.tracer.as_deref();
                 tokio::select! {
                     biased;
                     _ = stop.changed() => Event::Stop,
                     r = oldest(pending) => Event::Written(r),
                     () = sleep_until(due), if due.is_some() => Event::Due,
                     () = sleep_until(pause_at), if pause_at.is_some() => Event::Blocked,
-                    m = receive_one(consumer, decoder, keep), if receive => Event::Message(m),
+                    m = receive_one(consumer, decoder, keep, tracer), if receive => Event::Message(m),
                 }
             };
             match event {
@@ -250,6 +257,7 @@ impl Consumer {
             self.seq += 1;
             Batch::new(self.seq, Instant::now() + self.source.spec.max_wait())
         });
+        batch.traced.extend(m.trace);
         if batch.add(m.partition, m.offset, m.ts_ms, m.outcome) {
             self.partitions
                 .received(&self.source.name, m.partition, batch.seq, m.ts_ms);
@@ -419,11 +427,13 @@ async fn sleep_until(due: Option<Instant>) {
 }
 
 /// The next message, decoded; its key and value are kept only when rejected
-/// and `keep` (a dead-letter topic wants them).
+/// and `keep` (a dead-letter topic wants them); with a `tracer`, its sampled
+/// trace context (headers `traceparent`, `tracestate`).
 async fn receive_one(
     consumer: &StreamConsumer<Context>,
     decoder: &Decoder<'_>,
     keep: bool,
+    tracer: Option<&Tracer>,
 ) -> Result<Incoming, KafkaError> {
     let m = consumer.recv().await?;
     let kafka_ms = m.timestamp().to_millis();
@@ -437,10 +447,28 @@ async fn receive_one(
             key: m.key().filter(|_| keep).map(<[u8]>::to_vec),
             payload: m.payload().filter(|_| keep).map(<[u8]>::to_vec),
         });
+    let trace = tracer
+        .zip(m.headers())
+        .and_then(|(tracer, headers)| {
+            let header = |name: &str| {
+                headers
+                    .iter()
+                    .find(|h| h.key.eq_ignore_ascii_case(name))
+                    .and_then(|h| h.value)
+            };
+            tracer.message_parent(header("traceparent")?, header("tracestate"))
+        })
+        .map(|parent| Traced {
+            parent,
+            partition,
+            offset,
+            received: std::time::SystemTime::now(),
+        });
     Ok(Incoming {
         partition,
         offset,
         ts_ms: kafka_ms.unwrap_or(decoder.now.0 / 1000),
         outcome,
+        trace,
     })
 }

@@ -213,6 +213,12 @@ struct HttpCounters {
     accept_errors: Family<KindLabel, Counter>,
     unanswered: Counter,
     tls_failures: Family<ReasonLabel, Counter>,
+    trace_spans: Family<ResultLabel, Counter>,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: &'static str,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -264,6 +270,29 @@ impl HttpCounters {
         r.register(f.name, f.help, self.unanswered.clone());
         let f = F::HTTP_TLS_FAILURES;
         r.register(f.name, f.help, self.tls_failures.clone());
+        for result in ["exported", "failed"] {
+            drop(self.trace_spans.get_or_create(&ResultLabel { result }));
+        }
+        let f = F::TRACE_SPANS;
+        r.register(f.name, f.help, self.trace_spans.clone());
+    }
+}
+
+impl oka_telemetry::trace::TraceEvents for KafkaMetrics {
+    fn spans_exported(&self, n: u64) {
+        let result = "exported";
+        self.http
+            .trace_spans
+            .get_or_create(&ResultLabel { result })
+            .inc_by(n);
+    }
+
+    fn spans_failed(&self, n: u64) {
+        let result = "failed";
+        self.http
+            .trace_spans
+            .get_or_create(&ResultLabel { result })
+            .inc_by(n);
     }
 }
 

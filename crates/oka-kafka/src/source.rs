@@ -166,6 +166,9 @@ pub struct RunOptions {
     /// The store's state, shared by every source's writes: each outage is
     /// logged once, with its cause, however many batches wait on it.
     pub store_watch: Arc<StoreWatch>,
+    /// Where the write spans of traced messages go (`--otlp-endpoint`); none:
+    /// message headers are not read for trace context.
+    pub tracer: Option<Arc<oka_telemetry::trace::Tracer>>,
 }
 
 impl Default for RunOptions {
@@ -182,6 +185,7 @@ impl Default for RunOptions {
             stats_interval: Duration::from_secs(5),
             bounds: TimeBounds::default(),
             store_watch: Arc::new(StoreWatch::new("the store", "unknown")),
+            tracer: None,
         }
     }
 }

@@ -10,10 +10,11 @@ use std::time::Duration;
 use oka_core::{FeatureId, Registry};
 use oka_ingest::WritePath;
 use oka_storage::{StoreError, StoreWatch};
+use oka_telemetry::trace::{self, Attribute, Tracer};
 use tokio::time::Instant;
 use tracing::debug;
 
-use crate::batch::{Batch, Span};
+use crate::batch::{Batch, Span, Traced};
 use crate::dead_letter::DeadLetters;
 use crate::metrics::FeatureMetrics;
 
@@ -58,6 +59,10 @@ pub struct Target {
     pub retry_max: Duration,
     /// The store's state: outages logged once.
     pub store_watch: Arc<StoreWatch>,
+    /// Where traced messages' write spans go, if tracing.
+    pub tracer: Option<Arc<Tracer>>,
+    /// The topic, for those spans.
+    pub topic: Arc<str>,
 }
 
 /// Writes `batch` and its dead letters; returns once both are done.
@@ -70,6 +75,7 @@ pub async fn write(target: Target, batch: Batch) -> Written {
         rejected,
         spans,
         messages,
+        traced,
         ..
     } = batch;
     let records = rows.len();
@@ -110,6 +116,9 @@ pub async fn write(target: Target, batch: Batch) -> Written {
         None
     };
     let (refused, ()) = tokio::join!(store, letters);
+    if let Some(tracer) = &target.tracer {
+        write_spans(tracer, &target, traced, records, refused.as_ref());
+    }
     Written {
         seq,
         spans,
@@ -118,5 +127,44 @@ pub async fn write(target: Target, batch: Batch) -> Written {
         kafka_ms,
         elapsed: started.elapsed(),
         refused,
+    }
+}
+
+/// One span per traced message of a written batch, a child of the producer's
+/// span: from the message's arrival to the store's acknowledgement (or the
+/// store's refusal, as the span's error).
+fn write_spans(
+    tracer: &Tracer,
+    target: &Target,
+    traced: Vec<Traced>,
+    records: usize,
+    refused: Option<&StoreError>,
+) {
+    let end = std::time::SystemTime::now();
+    for t in traced {
+        let (context, parent) = tracer.child_of(&t.parent);
+        tracer.emit(trace::Span {
+            context,
+            parent: Some(parent),
+            kind: trace::Kind::Consumer,
+            name: format!("write {}", target.topic).into(),
+            start: t.received,
+            end,
+            attributes: vec![
+                Attribute::new("messaging.system", "kafka"),
+                Attribute::new("messaging.operation.type", "process"),
+                Attribute::new("messaging.destination.name", target.topic.to_string()),
+                Attribute::new(
+                    "messaging.destination.partition.id",
+                    t.partition.to_string(),
+                ),
+                Attribute::new("messaging.kafka.offset", t.offset),
+                Attribute::new("oka.feature", target.name.to_string()),
+                Attribute::new("oka.batch.records", records as i64),
+            ],
+            status: refused.map_or(trace::Status::Unset, |e| {
+                trace::Status::error(e.to_string())
+            }),
+        });
     }
 }

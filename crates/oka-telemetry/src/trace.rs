@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use hyper::HeaderMap;
 use opentelemetry::propagation::{Extractor, TextMapPropagator};
-use opentelemetry::trace::{SpanContext, SpanKind, TraceContextExt, TraceFlags};
+use opentelemetry::trace::{SpanKind, TraceContextExt, TraceFlags};
 use opentelemetry::{Context, InstrumentationScope, KeyValue};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -35,7 +35,7 @@ mod request;
 pub use config::{Protocol, SamplerChoice, TraceConfig, TraceConfigError};
 pub use export::TraceEvents;
 pub use opentelemetry::KeyValue as Attribute;
-pub use opentelemetry::trace::Status;
+pub use opentelemetry::trace::{SpanContext, SpanId, SpanKind as Kind, Status};
 pub use request::{Phase, RequestTrace};
 
 /// How long a shutdown waits for queued spans to be sent.
@@ -133,8 +133,8 @@ impl Tracer {
     }
 
     /// The span context a message's headers carry (`traceparent`, `tracestate`
-    /// as bytes, e.g. from Kafka), if valid and sampled: the parent of its write
-    /// span. Messages without one start no trace.
+    /// as bytes, e.g. from Kafka), if valid and the sampler takes it: the parent
+    /// of its write span. Messages without one start no trace.
     pub fn message_parent(
         &self,
         traceparent: &[u8],
@@ -147,7 +147,11 @@ impl Tracer {
         }
         let cx = TraceContextPropagator::new().extract(&Headers(&headers));
         let sc = cx.span().span_context().clone();
-        (sc.is_valid() && sc.is_sampled()).then_some(sc)
+        // The sampler decides (parent-based: as the producer did).
+        sc.is_valid()
+            .then(|| self.sample(Some(&cx), "write", SpanKind::Consumer))
+            .flatten()
+            .map(|_| sc)
     }
 
     /// The sampler's decision for a new span: its context if recorded.
@@ -226,8 +230,6 @@ impl Tracer {
     }
 }
 
-pub use opentelemetry::trace::SpanId;
-
 /// A finished span as [`Tracer::emit`] takes it.
 #[derive(Debug)]
 pub struct Span {
@@ -248,8 +250,6 @@ pub struct Span {
     /// Unset, or an error with its description.
     pub status: Status,
 }
-
-pub use opentelemetry::trace::SpanKind as Kind;
 
 /// `traceparent`/`tracestate` read from an HTTP request's headers.
 struct Headers<'a>(&'a HeaderMap);

@@ -229,3 +229,35 @@ cert:{{ .identity }} {{ join "," .scopes }}
 {{- fail "ingress.alb.deregistrationDelaySeconds must be below lifecycle.shutdownDelaySeconds, so the ALB has drained a pod before Oka closes its listeners" }}
 {{- end }}
 {{- end }}
+
+{{/*
+Tracing's environment (docs/operations.md#tracing): the collector, the protocol, the
+ratio, and the pod as resource attributes. Empty when tracing is off.
+*/}}
+{{- define "oka.tracingEnv" -}}
+{{- $t := .Values.tracing }}
+{{- if or $t.otlpEndpoint $t.nodeCollector }}
+- name: OKA_POD_NAME
+  valueFrom:
+    fieldRef: {fieldPath: metadata.name}
+- name: OKA_POD_NAMESPACE
+  valueFrom:
+    fieldRef: {fieldPath: metadata.namespace}
+{{- if $t.nodeCollector }}
+- name: OKA_NODE_IP
+  valueFrom:
+    fieldRef: {fieldPath: status.hostIP}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: "http://$(OKA_NODE_IP):{{ $t.nodeCollectorPort }}"
+{{- else }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ $t.otlpEndpoint | quote }}
+{{- end }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $t.protocol | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ $t.sampleRatio | quote }}
+- name: OTEL_RESOURCE_ATTRIBUTES
+  value: "k8s.pod.name=$(OKA_POD_NAME),k8s.namespace.name=$(OKA_POD_NAMESPACE)"
+{{- end }}
+{{- end }}

@@ -91,6 +91,25 @@ impl Kafka {
         }
     }
 
+    /// Produces `value` to partition 0 with `headers` (name, value) and waits
+    /// until the broker has it.
+    pub fn produce_with_headers(&self, topic: &str, value: &[u8], headers: &[(&str, &str)]) {
+        let producer: BaseProducer = self.config().clone().set("acks", "all").create().unwrap();
+        let mut owned = rdkafka::message::OwnedHeaders::new();
+        for (name, v) in headers {
+            owned = owned.insert(rdkafka::message::Header {
+                key: name,
+                value: Some(*v),
+            });
+        }
+        let record = BaseRecord::<[u8], [u8]>::to(topic)
+            .partition(0)
+            .payload(value)
+            .headers(owned);
+        producer.send(record).map_err(|(e, _)| e).unwrap();
+        producer.flush(Duration::from_secs(30)).unwrap();
+    }
+
     /// Produces each `(partition, value)` and waits until the broker has them all.
     pub fn produce(&self, topic: &str, messages: &[(i32, Vec<u8>)]) {
         let producer: BaseProducer = self
