@@ -341,17 +341,24 @@ fn read_error(origin: &str, e: &std::io::Error) -> anyhow::Error {
     )
 }
 
-/// Panics inside UDFs are caught and answered as `error` statuses; log them at
-/// debug (they can fire per request) and leave every other panic to the default hook.
-pub(crate) fn quiet_udf_panics() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if oka_core::execute::in_udf() {
-            tracing::debug!(panic = %info, "udf panicked");
-        } else {
-            default(info);
-        }
-    }));
+/// Warns about ports that listen beyond loopback without the keys that guard them.
+fn warn_about_open_ports(
+    listen: std::net::SocketAddr,
+    admin_listen: std::net::SocketAddr,
+    keys: &oka_server::auth::ApiKeys,
+) {
+    if !listen.ip().is_loopback() && !keys.enabled() {
+        tracing::warn!(
+            %listen,
+            "the serving port listens beyond loopback with authentication off: anyone who reaches it can read features and ingest records; configure API keys (--api-keys-file or OKA_API_KEYS) unless a private network guards it"
+        );
+    }
+    if !admin_listen.ip().is_loopback() && !keys.admin_enabled() {
+        tracing::warn!(
+            %admin_listen,
+            "the admin port listens beyond loopback and POST /admin/reload needs no key: add a key with the `admin` scope, or keep the port on a private network"
+        );
+    }
 }
 
 /// What `oka serve` reloads on SIGHUP and `POST /admin/reload`: the spec and the
@@ -381,7 +388,7 @@ fn reloader(
 fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     RELOADS_ON_HANGUP.store(true, std::sync::atomic::Ordering::Release);
     logs::init(args.log_format);
-    quiet_udf_panics();
+    logs::quiet_udf_panics();
     let (registry, keys, feast) =
         load::spec_and_keys(args.spec_from(), args.api_keys_file.as_deref(), &natives)
             .map_err(|e| anyhow::anyhow!(e.message))?;
@@ -389,7 +396,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     let feast = feast::prepare(&mut args.store, feast)?;
     let tls = args.tls.load().map_err(|e| anyhow::anyhow!(e.message))?;
     let tracer = args.trace.start("oka")?;
-    serve_args::warn_about_open_ports(args.listen, args.admin_listen, &keys);
+    warn_about_open_ports(args.listen, args.admin_listen, &keys);
     info!(
         spec = %args.spec_from(),
         features = registry.features().len(),

@@ -95,3 +95,16 @@ impl Drop for QuietDriver {
         }
     }
 }
+
+/// Panics inside UDFs are caught and answered as `error` statuses; log them at
+/// debug (they can fire per request) and leave every other panic to the default hook.
+pub(crate) fn quiet_udf_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if oka_core::execute::in_udf() {
+            tracing::debug!(panic = %info, "udf panicked");
+        } else {
+            default(info);
+        }
+    }));
+}

@@ -10,7 +10,6 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use oka_core::request::RequestLimits;
 use oka_server::Limits;
-use oka_server::auth::ApiKeys;
 use oka_server::runtime::ConnTimeouts;
 use oka_server::runtime::{RuntimeMode, ServerConfig, Tls, TlsError, TlsFiles, available_cpus};
 use oka_telemetry::trace::{TraceConfig, Tracer};
@@ -343,22 +342,6 @@ impl TlsArgs {
                 "--admin-tls",
             )?,
         })
-    }
-}
-
-/// Warns about ports that listen beyond loopback without the keys that guard them.
-pub(crate) fn warn_about_open_ports(listen: SocketAddr, admin_listen: SocketAddr, keys: &ApiKeys) {
-    if !listen.ip().is_loopback() && !keys.enabled() {
-        tracing::warn!(
-            %listen,
-            "the serving port listens beyond loopback with authentication off: anyone who reaches it can read features and ingest records; configure API keys (--api-keys-file or OKA_API_KEYS) unless a private network guards it"
-        );
-    }
-    if !admin_listen.ip().is_loopback() && !keys.admin_enabled() {
-        tracing::warn!(
-            %admin_listen,
-            "the admin port listens beyond loopback and POST /admin/reload needs no key: add a key with the `admin` scope, or keep the port on a private network"
-        );
     }
 }
 

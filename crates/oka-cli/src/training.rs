@@ -68,7 +68,7 @@ pub fn run(args: TrainingArgs, natives: &NativeUdfs) -> Result<ExitCode> {
     let yaml = std::fs::read_to_string(&args.spec).map_err(|e| crate::read_error(&origin, &e))?;
     let registry =
         Registry::from_yaml(&origin, &yaml, natives).map_err(|e| anyhow!("invalid spec:\n{e}"))?;
-    crate::quiet_udf_panics();
+    crate::logs::quiet_udf_panics();
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, Arc::clone(&stop))

@@ -99,6 +99,7 @@ impl FeastGrpc {
             .request(route, status, started.elapsed());
         let ending = Ending {
             status,
+            grpc_code: Some(answer.as_ref().err().map_or(0, |e| code_of(e) as i32)),
             error: answer.as_ref().err().map(|e| e.code),
         };
         spans::end(&state.shared, &trace, Operation::Grpc(method), ending);
@@ -309,7 +310,12 @@ fn response(
 
 /// An error as a gRPC status: the code that fits its HTTP status, Oka's message.
 pub fn status_of(e: &ApiError) -> Status {
-    let code = match e.status().as_u16() {
+    Status::new(code_of(e), format!("{}: {}", e.code.as_str(), e.message))
+}
+
+/// The gRPC code that fits an error's HTTP status.
+fn code_of(e: &ApiError) -> Code {
+    match e.status().as_u16() {
         400 | 413 | 422 => Code::InvalidArgument,
         401 => Code::Unauthenticated,
         403 => Code::PermissionDenied,
@@ -318,8 +324,7 @@ pub fn status_of(e: &ApiError) -> Status {
         429 | 503 => Code::Unavailable,
         501 => Code::Unimplemented,
         _ => Code::Internal,
-    };
-    Status::new(code, format!("{}: {}", e.code.as_str(), e.message))
+    }
 }
 
 /// A single-row write of `GrpcFeatureServer` (`Push`, `WriteToOnlineStore`)

@@ -50,10 +50,12 @@ pub(crate) fn begin(
         .map(Arc::new)
 }
 
-/// How a traced request ended: its HTTP status, and the error code it was
-/// answered with (if any).
+/// How a traced request ended: its HTTP status (for a gRPC call, the one its
+/// error maps to on the HTTP routes) and gRPC status code, and the error code it
+/// was answered with (if any).
 pub(crate) struct Ending {
     pub status: u16,
+    pub grpc_code: Option<i32>,
     pub error: Option<ErrorCode>,
 }
 
@@ -67,23 +69,25 @@ pub(crate) fn end(shared: &Shared, trace: &Trace, operation: Operation, ending: 
         Operation::Grpc(method) => vec![
             Attribute::new("rpc.system", "grpc"),
             Attribute::new("rpc.method", method),
+            Attribute::new(
+                "rpc.grpc.status_code",
+                i64::from(ending.grpc_code.unwrap_or(0)),
+            ),
         ],
         Operation::Http(route) => {
             let (method, path) = route.method_and_path();
             vec![
                 Attribute::new("http.request.method", method),
                 Attribute::new("http.route", path),
+                Attribute::new("http.response.status_code", i64::from(ending.status)),
             ]
         }
     };
-    attributes.push(Attribute::new(
-        "http.response.status_code",
-        i64::from(ending.status),
-    ));
     if let Some(code) = ending.error {
         attributes.push(Attribute::new("error.type", code.as_str()));
     }
-    // A server span is failed by a 5xx only (OpenTelemetry's HTTP conventions).
+    // A server span is failed by a 5xx only (OpenTelemetry's HTTP conventions;
+    // for gRPC, the codes those map to: unavailable, deadline, internal).
     let failed = (ending.status >= 500).then(|| {
         ending
             .error

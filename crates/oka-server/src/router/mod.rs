@@ -182,6 +182,7 @@ where
     if trace.is_some() {
         let ending = Ending {
             status: status.as_u16(),
+            grpc_code: None,
             error,
         };
         spans::end(shared, &trace, Operation::Http(route), ending);
