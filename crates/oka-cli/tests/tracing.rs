@@ -212,17 +212,23 @@ fn oka_tracing_to(endpoint: &str, extra: &[&str]) -> Oka {
 
 /// `POST /v1/features` with `headers` (lines), answered 200.
 fn features_with(addr: SocketAddr, headers: &str) {
+    let out = post(addr, "/v1/features", headers, REQUEST);
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+}
+
+/// `POST path` with `headers` (lines) and `body`: the whole answer.
+fn post(addr: SocketAddr, path: &str, headers: &str, body: &str) -> String {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "POST /v1/features HTTP/1.1\r\nhost: t\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n{REQUEST}",
-        REQUEST.len()
+        "POST {path} HTTP/1.1\r\nhost: t\r\n{headers}content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
     )
     .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
-    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out
 }
 
 fn by_name<'a>(spans: &'a [Span], name: &str) -> Vec<&'a Span> {
@@ -312,12 +318,59 @@ fn a_sampled_caller_gets_one_trace_with_the_phase_spans_over_http() {
     assert_eq!(udf.parent_span_id, one(&spans, "udf").span_id);
     assert_eq!(attrs(&udf.attributes)["oka.feature"], "simple_feature");
 
+    // Other routes get a request span without phases; a refusal names its code.
+    let ingest_trace = "5b8aa5a2d2c872e8321cf37308d69df2";
+    let parent = |t: &str| format!("traceparent: 00-{t}-051581bf3cb55c13-01\r\n");
+    let ok = post(
+        oka.addr,
+        "/v1/ingest",
+        &parent(ingest_trace),
+        r#"{"feature":"test_feature","records":[{"id":"x","value":1.0}]}"#,
+    );
+    assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+    let spans = received.trace(ingest_trace, 1);
+    let ingest = one(&spans, "POST /v1/ingest");
+    assert_eq!(
+        attrs(&ingest.attributes)["http.response.status_code"],
+        "200"
+    );
+    let refused_trace = "6e0c63257de34c926f9efcd03927272e";
+    let bad = post(oka.addr, "/v1/features", &parent(refused_trace), "{");
+    assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
+    let spans = received.trace(refused_trace, 1);
+    let refused = one(&spans, "POST /v1/features");
+    let a = attrs(&refused.attributes);
+    assert_eq!(a["http.response.status_code"], "400");
+    assert_eq!(a["error.type"], "malformed_request");
+    assert!(
+        refused.status.as_ref().is_none_or(|s| s.code == 0),
+        "a 4xx leaves the status unset"
+    );
+    assert_eq!(
+        spans.len(),
+        1,
+        "no phases for a request refused before them"
+    );
+
+    // A tracestate beyond 512 bytes is dropped whole (every span would copy it).
+    let long_trace = "7f1c63257de34c926f9efcd03927272e";
+    // Four valid members of 150 characters: 615 bytes in all.
+    let members: Vec<String> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|k| format!("{k}={}", "v".repeat(150)))
+        .collect();
+    let long_state = format!("tracestate: {}\r\n", members.join(","));
+    features_with(oka.addr, &format!("{}{long_state}", parent(long_trace)));
+    let spans = received.trace(long_trace, 7);
+    assert_eq!(spans.len(), 7);
+    assert!(spans.iter().all(|s| s.trace_state.is_empty()), "{spans:#?}");
+
     // Every span of it carries the resource's service name, and is counted.
     let services: Vec<String> = received.spans().into_iter().map(|(s, _)| s).collect();
     assert!(services.iter().all(|s| s == "oka"), "{services:?}");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while metric(&oka, "oka_trace_spans_total{result=\"exported\"}") != Some(7.0) {
-        assert!(Instant::now() < deadline, "7 spans counted as exported");
+    while metric(&oka, "oka_trace_spans_total{result=\"exported\"}") != Some(16.0) {
+        assert!(Instant::now() < deadline, "16 spans counted as exported");
         std::thread::sleep(Duration::from_millis(50));
     }
 }

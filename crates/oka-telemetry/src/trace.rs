@@ -140,8 +140,12 @@ impl Tracer {
         traceparent: &[u8],
         tracestate: Option<&[u8]>,
     ) -> Option<SpanContext> {
+        if traceparent.len() > MAX_CONTEXT_HEADER {
+            return None;
+        }
         let mut headers = HeaderMap::new();
         headers.insert("traceparent", traceparent.try_into().ok()?);
+        let tracestate = tracestate.filter(|s| s.len() <= MAX_CONTEXT_HEADER);
         if let Some(state) = tracestate.and_then(|s| s.try_into().ok()) {
             headers.insert("tracestate", state);
         }
@@ -251,12 +255,21 @@ pub struct Span {
     pub status: Status,
 }
 
+/// The longest `traceparent` or `tracestate` taken (W3C trace context asks at
+/// least 512 characters of `tracestate` to be kept; a longer one is dropped
+/// whole: every span of the trace would hold a copy in the export queue).
+pub const MAX_CONTEXT_HEADER: usize = 512;
+
 /// `traceparent`/`tracestate` read from an HTTP request's headers.
 struct Headers<'a>(&'a HeaderMap);
 
 impl Extractor for Headers<'_> {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.get(key).and_then(|v| v.to_str().ok())
+        let value = self.0.get(key)?;
+        if value.len() > MAX_CONTEXT_HEADER {
+            return None;
+        }
+        value.to_str().ok()
     }
 
     fn keys(&self) -> Vec<&str> {
