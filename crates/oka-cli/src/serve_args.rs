@@ -261,9 +261,10 @@ pub struct TlsArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct TraceArgs {
     /// Send the spans of sampled requests over OTLP to this collector: its base
-    /// URL, e.g. http://localhost:4318 (HTTP/protobuf; `/v1/traces` is added)
-    /// or http://localhost:4317 (with --otlp-protocol grpc). Tracing is off, and
-    /// costs nothing, when unset.
+    /// URL, e.g. http://localhost:4318 or https://collector.example:4318
+    /// (HTTP/protobuf; `/v1/traces` is added; a private CA's PEM in
+    /// OTEL_EXPORTER_OTLP_CERTIFICATE), or http://localhost:4317 (with
+    /// --otlp-protocol grpc). Tracing is off, and costs nothing, when unset.
     #[arg(long, env = "OTEL_EXPORTER_OTLP_ENDPOINT", value_name = "URL")]
     pub otlp_endpoint: Option<String>,
     /// `http/protobuf` (the default) or `grpc`.
@@ -289,12 +290,13 @@ impl TraceArgs {
             return Ok(None);
         };
         let sampler = std::env::var("OTEL_TRACES_SAMPLER").ok();
-        let config = TraceConfig::new(
+        let mut config = TraceConfig::new(
             endpoint,
             self.otlp_protocol.as_deref(),
             sampler.as_deref(),
             self.trace_sample_ratio.as_deref(),
         )?;
+        config.certificate = std::env::var_os("OTEL_EXPORTER_OTLP_CERTIFICATE").map(Into::into);
         let tracer = Tracer::start(&config, service)?;
         tracing::info!(
             endpoint = %config.endpoint,

@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
@@ -122,10 +123,9 @@ fn http_collector() -> (SocketAddr, Received) {
     (addr, received)
 }
 
-/// One keep-alive connection of the HTTP collector.
-fn serve_otlp_http(conn: TcpStream, received: &Received) {
-    let mut reader = BufReader::new(conn.try_clone().unwrap());
-    let mut conn = conn;
+/// One keep-alive connection of the HTTP collector (plain or TLS).
+fn serve_otlp_http(conn: impl Read + Write, received: &Received) {
+    let mut reader = BufReader::new(conn);
     loop {
         let mut head = String::new();
         let mut length = 0usize;
@@ -154,6 +154,7 @@ fn serve_otlp_http(conn: TcpStream, received: &Received) {
         reader.read_exact(&mut body).unwrap();
         received.push(ExportTraceServiceRequest::decode(&body[..]).unwrap());
         let answer = ExportTraceServiceResponse::default().encode_to_vec();
+        let conn = reader.get_mut();
         write!(
             conn,
             "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
@@ -161,7 +162,50 @@ fn serve_otlp_http(conn: TcpStream, received: &Received) {
         )
         .unwrap();
         conn.write_all(&answer).unwrap();
+        conn.flush().unwrap();
     }
+}
+
+/// An OTLP/HTTP collector over HTTPS on a free loopback port, its certificate
+/// (for `localhost`) signed by a CA of its own, whose PEM file is returned.
+fn https_collector(name: &str) -> (SocketAddr, Received, std::path::PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = params.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let ca_path = common::tmp_file(&format!("{name}-collector-ca.pem"), &ca.pem());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![leaf.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap(),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let received = Received::default();
+    let r = received.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let (r, config) = (r.clone(), Arc::clone(&config));
+            std::thread::spawn(move || {
+                let tls = rustls::ServerConnection::new(config).unwrap();
+                serve_otlp_http(rustls::StreamOwned::new(tls, conn), &r);
+            });
+        }
+    });
+    (addr, received, ca_path)
 }
 
 /// An OTLP/gRPC collector (tonic, OpenTelemetry's service definition).
@@ -465,8 +509,13 @@ fn bad_tracing_settings_stop_the_start_named() {
     for (args, says) in [
         (vec!["--otlp-endpoint", "collector:4318"], "--otlp-endpoint"),
         (
-            vec!["--otlp-endpoint", "https://collector:4318"],
-            "plain HTTP",
+            vec![
+                "--otlp-endpoint",
+                "https://collector:4317",
+                "--otlp-protocol",
+                "grpc",
+            ],
+            "http/protobuf",
         ),
         (
             vec![
@@ -562,4 +611,55 @@ fn a_kafka_message_s_traceparent_gets_its_write_a_span_in_that_trace() {
     assert_eq!(a["messaging.kafka.offset"], "0");
     assert_eq!(a["oka.feature"], "clicks");
     assert!(write.end_time_unix_nano >= write.start_time_unix_nano);
+}
+
+#[test]
+fn spans_go_to_an_https_collector_that_the_ca_file_vouches_for() {
+    let (collector, received, ca) = https_collector("trusted");
+    let endpoint = format!("https://localhost:{}", collector.port());
+    let args = [
+        "--demo",
+        "--workers",
+        "1",
+        "--otlp-endpoint",
+        endpoint.as_str(),
+    ];
+    let env = [
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap()),
+    ];
+    let oka = start_oka_env(&args, &env, None);
+    features_with(
+        oka.addr,
+        &format!("traceparent: 00-{TRACE_ID}-{CALLER_SPAN}-01\r\n"),
+    );
+    assert_eq!(received.trace(TRACE_ID, 7).len(), 7);
+
+    // Without the CA file the collector's certificate is not trusted (Mozilla's
+    // roots do not sign it): requests are served, the spans counted as failed,
+    // and the log says what to do.
+    let (collector, received, _) = https_collector("untrusted");
+    let endpoint = format!("https://localhost:{}", collector.port());
+    let args = [
+        "--demo",
+        "--workers",
+        "1",
+        "--otlp-endpoint",
+        endpoint.as_str(),
+    ];
+    let log = common::tmp_file("untrusted-collector.log", "");
+    let oka = start_oka_env(&args, &[("OTEL_BSP_SCHEDULE_DELAY", "100")], Some(&log));
+    features_with(oka.addr, "");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while metric(&oka, "oka_trace_spans_total{result=\"failed\"}") != Some(7.0) {
+        assert!(Instant::now() < deadline, "7 spans counted as failed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(received.spans().is_empty());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("TLS with the collector failed")
+            && text.contains("OTEL_EXPORTER_OTLP_CERTIFICATE"),
+        "{text}"
+    );
 }

@@ -136,14 +136,7 @@ fn build(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
         None => builder.with_no_client_auth(),
         Some(ca) => {
             let ca_flag = format!("{flag}-client-ca");
-            let mut roots = RootCertStore::empty();
-            for cert in read_certs(ca, &ca_flag)? {
-                roots.add(cert).map_err(|e| {
-                    TlsError::at(ca, &ca_flag, format!(
-                        "a certificate in it is not a usable CA certificate ({e}); give the PEM of the CA that signs the client certificates"
-                    ))
-                })?;
-            }
+            let roots = read_roots(ca, &ca_flag, "the client certificates")?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
                 .map_err(|e| {
@@ -173,6 +166,21 @@ fn build(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
     })?;
     config.alpn_protocols = ALPN.iter().map(|p| p.to_vec()).collect();
     Ok(Arc::new(config))
+}
+
+/// The CA certificates of a PEM file (at most [`MAX_PEM_BYTES`]) as trust roots
+/// for checking `what` (e.g. "the client certificates"); errors name the file and
+/// its flag.
+pub fn read_roots(path: &Path, flag: &str, what: &str) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in read_certs(path, flag)? {
+        roots.add(cert).map_err(|e| {
+            TlsError::at(path, flag, format!(
+                "a certificate in it is not a usable CA certificate ({e}); give the PEM of the CA that signs {what}"
+            ))
+        })?;
+    }
+    Ok(roots)
 }
 
 /// Reads a file of at most [`MAX_PEM_BYTES`], naming it and its flag on error.

@@ -56,6 +56,9 @@ impl SamplerChoice {
 pub struct TraceConfig {
     /// The URL spans are sent to (for HTTP, with `/v1/traces` appended).
     pub endpoint: String,
+    /// The CA that signs an `https://` collector's certificate
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`); none: the Mozilla roots.
+    pub certificate: Option<std::path::PathBuf>,
     /// How.
     pub protocol: Protocol,
     /// Which requests.
@@ -98,16 +101,17 @@ impl TraceConfig {
                 "{ENDPOINT} is `{base}`, not a URL: give the collector's base URL, e.g. http://localhost:4318"
             ))
         })?;
-        match uri.scheme_str() {
-            Some("http") if uri.host().is_some() => {}
-            Some("https") => {
+        match (uri.scheme_str(), protocol) {
+            (Some("http"), _) | (Some("https"), Protocol::HttpProtobuf) if uri.host().is_some() => {
+            }
+            (Some("https"), Protocol::Grpc) => {
                 return Err(TraceConfigError(format!(
-                    "{ENDPOINT} is `{base}`: spans are sent over plain HTTP only; point it at an OpenTelemetry Collector on the node or in the pod (http://localhost:4318) and let the collector carry them on over TLS"
+                    "{ENDPOINT} is `{base}`: over gRPC spans are sent without TLS; use `--otlp-protocol http/protobuf` for an https:// collector, or a collector on the node or in the pod"
                 )));
             }
             _ => {
                 return Err(TraceConfigError(format!(
-                    "{ENDPOINT} is `{base}`: give the collector's base URL with its scheme, e.g. http://localhost:4318"
+                    "{ENDPOINT} is `{base}`: give the collector's base URL with its scheme, e.g. http://localhost:4318 or https://collector.example:4318"
                 )));
             }
         }
@@ -118,6 +122,7 @@ impl TraceConfig {
         };
         Ok(Self {
             endpoint,
+            certificate: None,
             protocol,
             sampler: sampler_choice(sampler, ratio)?,
         })
@@ -186,7 +191,11 @@ mod tests {
         assert!(
             e(TraceConfig::new("collector:4318", None, None, None)).contains("--otlp-endpoint")
         );
-        assert!(e(TraceConfig::new("https://c:4318", None, None, None)).contains("plain HTTP"));
+        assert!(
+            e(TraceConfig::new("https://c:4317", Some("grpc"), None, None))
+                .contains("http/protobuf")
+        );
+        assert!(TraceConfig::new("https://c:4318", None, None, None).is_ok());
         assert!(
             e(TraceConfig::new(
                 "http://c:4318",

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -83,7 +84,7 @@ impl Io {
                 .with_http()
                 .with_http_client(Http {
                     handle: self.handle.clone(),
-                    client: Client::builder(TokioExecutor::new()).build_http(),
+                    client: Client::builder(TokioExecutor::new()).build(connector(config)?),
                     cause: Arc::clone(&cause),
                 })
                 .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
@@ -133,12 +134,39 @@ impl Io {
 /// only "network error").
 type Cause = Arc<Mutex<Option<String>>>;
 
+/// The collector's connections: plain HTTP, or HTTPS (rustls) trusting the CA
+/// of `OTEL_EXPORTER_OTLP_CERTIFICATE` or else Mozilla's roots.
+fn connector(config: &TraceConfig) -> Result<HttpsConnector<HttpConnector>, TraceStartError> {
+    let roots = match &config.certificate {
+        Some(path) => {
+            let flag = "OTEL_EXPORTER_OTLP_CERTIFICATE";
+            crate::http::tls::read_roots(path, flag, "the collector's certificate")
+                .map_err(|e| TraceStartError(e.message))?
+        }
+        None => rustls::RootCertStore {
+            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+        },
+    };
+    let tls = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| TraceStartError(format!("TLS for the OTLP collector: {e}")))?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .build())
+}
+
 /// OTLP/HTTP requests, sent from the exporter's runtime (the batch processor's
 /// thread has none).
 #[derive(Debug)]
 struct Http {
     handle: Handle,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     cause: Cause,
 }
 
@@ -171,17 +199,31 @@ impl HttpClient for Http {
     }
 }
 
-/// An HTTP exchange's failure in words: the I/O error under it if there is one
-/// (connection refused, reset, …), else the innermost message.
+/// An HTTP exchange's failure in words: a TLS failure with what to do about it,
+/// the I/O error under it (connection refused, reset, …), else the innermost
+/// message.
 fn in_words(e: &(dyn std::error::Error + 'static)) -> String {
+    let tls = |tls: &rustls::Error| {
+        format!(
+            "TLS with the collector failed ({tls}); if its certificate is signed by a private CA, give that CA's PEM file in OTEL_EXPORTER_OTLP_CERTIFICATE"
+        )
+    };
     let mut at = Some(e);
     let mut last = e.to_string();
     while let Some(e) = at {
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            return crate::words::io_reason(io);
+        if let Some(t) = e.downcast_ref::<rustls::Error>() {
+            return tls(t);
         }
-        last = e.to_string();
-        at = e.source();
+        // An I/O error may wrap another error (a TLS one, or an I/O one again).
+        let io = e.downcast_ref::<std::io::Error>();
+        match io.and_then(|io| io.get_ref()) {
+            Some(inner) => at = Some(inner as &(dyn std::error::Error + 'static)),
+            None if io.is_some() => return io.map(crate::words::io_reason).unwrap_or(last),
+            None => {
+                last = e.to_string();
+                at = e.source();
+            }
+        }
     }
     last
 }
