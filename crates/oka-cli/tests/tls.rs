@@ -365,6 +365,11 @@ struct Client(rustls::StreamOwned<rustls::ClientConnection, TcpStream>);
 
 impl Client {
     fn connect(addr: SocketAddr, ca: &Path) -> Self {
+        Self::connect_alpn(addr, ca, Vec::new())
+    }
+
+    /// [`Client::connect`] offering `alpn` (e.g. `h2`).
+    fn connect_alpn(addr: SocketAddr, ca: &Path, alpn: Vec<Vec<u8>>) -> Self {
         use rustls::pki_types::pem::PemObject as _;
         let mut roots = rustls::RootCertStore::empty();
         for cert in rustls::pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
@@ -377,6 +382,8 @@ impl Client {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
+        let mut config = config;
+        config.alpn_protocols = alpn;
         let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
         let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
         let tcp = TcpStream::connect(addr).unwrap();
@@ -624,4 +631,121 @@ fn mutual_tls_requires_a_trusted_certificate_and_gives_identities_scopes() {
         .output()
         .unwrap();
     assert_eq!(status_and_body(&out).0, "200", "{}", text(&out));
+}
+
+/// One HTTP/2 frame: length, type, flags, stream, payload.
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
+    let mut f = vec![len[1], len[2], len[3], kind, flags];
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// HPACK: each header a literal without indexing (names and values short).
+fn hpack(headers: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, value) in headers {
+        out.push(0);
+        out.push(u8::try_from(name.len()).unwrap());
+        out.extend_from_slice(name.as_bytes());
+        out.push(u8::try_from(value.len()).unwrap());
+        out.extend_from_slice(value.as_bytes());
+    }
+    out
+}
+
+/// Reads what an HTTP/2 server sends for `span`, acknowledging its SETTINGS;
+/// true once it has closed the connection.
+fn h2_read_until_closed(c: &mut Client, pending: &mut Vec<u8>, span: Duration) -> bool {
+    let until = Instant::now() + span;
+    let mut buf = [0u8; 4096];
+    while Instant::now() < until {
+        match c.0.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) => pending.extend_from_slice(&buf[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+        while pending.len() >= 9 {
+            let len = usize::from(pending[1]) << 8 | usize::from(pending[2]);
+            if pending.len() < 9 + len {
+                break;
+            }
+            let (kind, flags) = (pending[3], pending[4]);
+            pending.drain(..9 + len);
+            if kind == 4 && flags & 1 == 0 {
+                c.0.write_all(&h2_frame(4, 1, 0, &[])).unwrap(); // SETTINGS ACK
+                c.0.flush().unwrap();
+            }
+        }
+    }
+    false
+}
+
+#[test]
+fn an_http2_stream_the_client_resets_gives_its_connection_back_to_the_idle_timeout() {
+    // A request waiting on a store that does not answer (Redis stopped, no
+    // command timeout) keeps its connection busy, so no idle timeout; once the
+    // client resets that stream, hyper drops the request and the connection is
+    // idle again: the idle timeout must close it.
+    let redis_port = common::free_port();
+    let redis = common::redis_server(redis_port, &[]);
+    let store = format!("redis://127.0.0.1:{redis_port}");
+    std::thread::sleep(Duration::from_millis(300));
+    let pki = Pki::new("h2-reset");
+    let (cert, key) = pki.leaf("server", &["localhost"], false);
+    let mut args = tls_args(&cert, &key);
+    args.extend(["--store", &store, "--store-timeout-ms", "0"]);
+    args.extend(["--idle-timeout-ms", "1000", "--deadline-ms", "600000"]);
+    let oka = start_oka(&args, None);
+    let pid = redis.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-STOP", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut c = Client::connect_alpn(oka.addr, &pki.path("ca.pem"), vec![b"h2".to_vec()]);
+    assert_eq!(c.0.conn.alpn_protocol(), Some(&b"h2"[..]));
+    c.0.sock
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(h2_frame(4, 0, 0, &[])); // SETTINGS
+    let head = hpack(&[
+        (":method", "POST"),
+        (":scheme", "https"),
+        (":path", "/v1/features"),
+        (":authority", "localhost"),
+    ]);
+    out.extend(h2_frame(1, 0x4, 1, &head)); // HEADERS, END_HEADERS
+    out.extend(h2_frame(0, 0x1, 1, SEED.as_bytes())); // DATA, END_STREAM
+    c.0.write_all(&out).unwrap();
+    c.0.flush().unwrap();
+    let mut pending = Vec::new();
+    // Waiting on the store: three idle timeouts pass, the connection stays.
+    assert!(
+        !h2_read_until_closed(&mut c, &mut pending, Duration::from_secs(3)),
+        "closed while a request was in flight"
+    );
+    c.0.write_all(&h2_frame(3, 0, 1, &8u32.to_be_bytes()))
+        .unwrap(); // RST_STREAM CANCEL
+    c.0.flush().unwrap();
+    let closed = h2_read_until_closed(&mut c, &mut pending, Duration::from_secs(8));
+    let _ = Command::new("kill").args(["-CONT", &pid]).status();
+    assert!(
+        closed,
+        "the connection was not closed by the idle timeout after its only stream was reset"
+    );
+    let (_, metrics) = http(oka.admin, "GET", "/metrics", "").unwrap();
+    assert!(
+        metrics.contains("oka_http_connection_timeouts_total{phase=\"idle\"} 1"),
+        "{metrics}"
+    );
 }

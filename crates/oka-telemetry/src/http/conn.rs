@@ -47,6 +47,7 @@ use axum::body::Body;
 use axum::http::HeaderValue;
 use axum::http::header::CONNECTION;
 use axum::response::Response;
+use futures::task::AtomicWaker;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
@@ -110,6 +111,11 @@ struct Phase {
     /// The server's drain flag ([`Shutdown::draining`]), held here so that a
     /// request clones only this connection's `Arc`, not one every core shares.
     draining: Arc<AtomicBool>,
+    /// The connection's read, waiting while requests are served: woken when
+    /// the last of them is dropped unanswered (an HTTP/2 stream the client
+    /// reset), so that it arms the idle deadline. An answer wakes it anyway
+    /// (the connection writes it).
+    reader: AtomicWaker,
 }
 
 /// A socket whose reads fail with `TimedOut` once the current phase's deadline
@@ -234,6 +240,7 @@ impl AsyncRead for Clocked {
         match now {
             SERVING => {
                 this.armed = SERVING;
+                this.phase.reader.register(cx.waker());
                 return pending;
             }
             WAITING => {
@@ -333,7 +340,7 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
             }
             phase.now.store(WAITING, Ordering::Release);
             phase.served.fetch_add(1, Ordering::AcqRel);
-            drop(serving);
+            serving.answered();
             response
         })
     }
@@ -342,18 +349,34 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
 /// One request in flight on a connection, counted until answered or dropped
 /// (an HTTP/2 stream the client resets drops its request, and the connection
 /// goes on: its idle deadline must not stay disarmed).
-struct Serving(Arc<Phase>);
+struct Serving(Option<Arc<Phase>>);
 
 impl Serving {
     fn new(phase: &Arc<Phase>) -> Self {
         phase.in_flight.fetch_add(1, Ordering::AcqRel);
-        Self(Arc::clone(phase))
+        Self(Some(Arc::clone(phase)))
+    }
+
+    /// The request is answered: the connection, writing the answer, re-arms
+    /// its deadline itself.
+    fn answered(mut self) {
+        if let Some(phase) = self.0.take() {
+            phase.in_flight.fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
 impl Drop for Serving {
+    /// Dropped unanswered: the connection waits for a next request, and if this
+    /// was the last in flight its read (which nothing else may wake: the client
+    /// sends nothing more) must arm the idle deadline now.
     fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if let Some(phase) = self.0.take() {
+            phase.now.store(WAITING, Ordering::Release);
+            if phase.in_flight.fetch_sub(1, Ordering::AcqRel) == 1 {
+                phase.reader.wake();
+            }
+        }
     }
 }
 
@@ -393,6 +416,7 @@ pub async fn serve(
         served: AtomicU64::new(0),
         stopping: AtomicBool::new(false),
         draining: shutdown.draining,
+        reader: AtomicWaker::new(),
     });
     let Some(config) = tls else {
         let io = Clocked::new(stream, Arc::clone(&phase), timeouts, due, events);
