@@ -249,9 +249,21 @@ fn grpc_collector() -> (SocketAddr, Received) {
 /// `oka serve --demo` tracing to `endpoint` with `extra` flags; its batch
 /// processor sends every 100 ms.
 fn oka_tracing_to(endpoint: &str, extra: &[&str]) -> Oka {
+    oka_tracing_with(endpoint, extra, &[], None)
+}
+
+/// [`oka_tracing_to`] with more environment variables, its log in `log`.
+fn oka_tracing_with(
+    endpoint: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    log: Option<&std::path::Path>,
+) -> Oka {
     let mut args = vec!["--demo", "--workers", "1", "--otlp-endpoint", endpoint];
     args.extend_from_slice(extra);
-    start_oka_env(&args, &[("OTEL_BSP_SCHEDULE_DELAY", "100")], None)
+    let mut env = env.to_vec();
+    env.push(("OTEL_BSP_SCHEDULE_DELAY", "100"));
+    start_oka_env(&args, &env, log)
 }
 
 /// `POST /v1/features` with `headers` (lines), answered 200.
@@ -617,18 +629,8 @@ fn a_kafka_message_s_traceparent_gets_its_write_a_span_in_that_trace() {
 fn spans_go_to_an_https_collector_that_the_ca_file_vouches_for() {
     let (collector, received, ca) = https_collector("trusted");
     let endpoint = format!("https://localhost:{}", collector.port());
-    let args = [
-        "--demo",
-        "--workers",
-        "1",
-        "--otlp-endpoint",
-        endpoint.as_str(),
-    ];
-    let env = [
-        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap()),
-    ];
-    let oka = start_oka_env(&args, &env, None);
+    let env = [("OTEL_EXPORTER_OTLP_CERTIFICATE", ca.to_str().unwrap())];
+    let oka = oka_tracing_with(&endpoint, &[], &env, None);
     features_with(
         oka.addr,
         &format!("traceparent: 00-{TRACE_ID}-{CALLER_SPAN}-01\r\n"),
@@ -640,15 +642,8 @@ fn spans_go_to_an_https_collector_that_the_ca_file_vouches_for() {
     // and the log says what to do.
     let (collector, received, _) = https_collector("untrusted");
     let endpoint = format!("https://localhost:{}", collector.port());
-    let args = [
-        "--demo",
-        "--workers",
-        "1",
-        "--otlp-endpoint",
-        endpoint.as_str(),
-    ];
     let log = common::tmp_file("untrusted-collector.log", "");
-    let oka = start_oka_env(&args, &[("OTEL_BSP_SCHEDULE_DELAY", "100")], Some(&log));
+    let oka = oka_tracing_with(&endpoint, &[], &[], Some(&log));
     features_with(oka.addr, "");
     let deadline = Instant::now() + Duration::from_secs(30);
     while metric(&oka, "oka_trace_spans_total{result=\"failed\"}") != Some(7.0) {

@@ -109,11 +109,6 @@ impl Tracer {
         let _ = self.events.set(events);
     }
 
-    /// Where spans are sent.
-    pub fn endpoint(&self) -> &str {
-        &self.endpoint
-    }
-
     /// The trace of a request that arrived with `headers` (its `traceparent` and
     /// `tracestate`), begun at `started`, if it is sampled. A malformed
     /// `traceparent` is ignored, as W3C trace context says: the request starts a

@@ -10,7 +10,7 @@ use std::borrow::Cow;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
-use opentelemetry::trace::{SpanContext, SpanId, SpanKind, Status, TraceContextExt, TraceId};
+use opentelemetry::trace::{SpanContext, SpanId, SpanKind, Status, TraceContextExt};
 use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::trace::{IdGenerator, RandomIdGenerator};
 
@@ -97,16 +97,6 @@ impl RequestTrace {
             started,
             recorded: Mutex::default(),
         }
-    }
-
-    /// The trace's id.
-    pub fn trace_id(&self) -> TraceId {
-        self.context.trace_id()
-    }
-
-    /// The request span's context (what a `traceparent` sent onward carries).
-    pub fn context(&self) -> &SpanContext {
-        &self.context
     }
 
     /// Records a span under `phase` (or under the request's span), from
