@@ -24,6 +24,7 @@ mod kafka;
 mod load;
 mod logs;
 mod migrate;
+mod python;
 mod serve_args;
 pub mod stores;
 mod training;
@@ -361,37 +362,15 @@ fn warn_about_open_ports(
     }
 }
 
-/// What `oka serve` reloads on SIGHUP and `POST /admin/reload`: the spec and the
-/// keys, checked against the store as at start.
-fn reloader(
-    args: &ServeArgs,
-    natives: NativeUdfs,
-    store: Arc<dyn oka_storage::FeatureStore>,
-    feast: Option<oka_feast::SharedRegistry>,
-) -> oka_server::state::Reloader {
-    let (spec, keys_file) = (args.spec.clone(), args.api_keys_file.clone());
-    let feast_repo = args.feast_repo.clone();
-    let skip_unmapped = args.feast_skip_unmapped;
-    let url = args.store.url().to_owned();
-    Box::new(move || {
-        let from = load::SpecFrom::of(feast_repo.as_deref(), spec.as_deref(), skip_unmapped);
-        let (registry, keys, loaded) = load::spec_and_keys(from, keys_file.as_deref(), &natives)?;
-        stores::check_fit(&*store, &registry, &url)
-            .map_err(|(message, public)| oka_server::state::ReloadFailure { message, public })?;
-        if let (Some(shared), Some((_, feast_registry))) = (&feast, loaded) {
-            shared.store(Arc::new(feast_registry));
-        }
-        Ok((registry, keys))
-    })
-}
-
 fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     RELOADS_ON_HANGUP.store(true, std::sync::atomic::Ordering::Release);
     logs::init(args.log_format);
     logs::quiet_udf_panics();
-    let (registry, keys, feast) =
-        load::spec_and_keys(args.spec_from(), args.api_keys_file.as_deref(), &natives)
+    let keys_file = args.api_keys_file.as_deref();
+    let (load, feast) =
+        load::spec_and_keys(args.spec_from(), keys_file, &natives, args.python_config())
             .map_err(|e| anyhow::anyhow!(e.message))?;
+    let (registry, keys, runtimes) = (load.registry, load.keys, load.runtimes);
     let mut args = args;
     let feast = feast::prepare(&mut args.store, feast)?;
     let tls = args.tls.load().map_err(|e| anyhow::anyhow!(e.message))?;
@@ -420,8 +399,9 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             );
         }
         let limits = limits(&args);
-        let reloader = reloader(&args, natives, Arc::clone(&store), feast_registry.clone());
+        let reloader = load::reloader(args.sources(), natives, Arc::clone(&store), feast_registry.clone());
         let shared = Shared::builder(registry, store)
+            .runtimes(runtimes)
             .feast(feast_registry)
             .store_name(stores::redact(args.store.url()))
             .limits(limits)

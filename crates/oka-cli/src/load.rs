@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use oka_core::{NativeUdfs, Registry};
+use oka_core::NativeUdfs;
 use oka_server::auth::ApiKeys;
 use oka_server::state::ReloadFailure;
+use oka_server::udf_runtime::SpecLoad;
 
 use crate::DEMO_SPEC;
 
@@ -72,21 +73,23 @@ impl std::fmt::Display for SpecFrom<'_> {
     }
 }
 
-/// What was loaded: the registry, the keys, and for a Feast repository its
-/// settings and registry.
+/// What was loaded: the registry, the keys and the pool of its Python UDFs,
+/// and for a Feast repository its settings and registry.
 pub(crate) type Loaded = (
-    Arc<Registry>,
-    ApiKeys,
+    SpecLoad,
     Option<(oka_feast::FeastConfig, oka_feast::FeastRegistry)>,
 );
 
 /// Reads the spec (a file, the demo, or a Feast repository's registry) and the
-/// API keys (file and environment). Errors name the files as configured in
-/// `message`, and by file name only in `public`; no error shows a key.
+/// API keys (file and environment), and starts a pool of `python` for the
+/// spec's Python UDFs (if any: every worker imports every module first). Errors
+/// name the files as configured in `message`, and by file name only in
+/// `public`; no error shows a key.
 pub(crate) fn spec_and_keys(
     from: SpecFrom<'_>,
     keys_file: Option<&std::path::Path>,
     natives: &NativeUdfs,
+    python: oka_python::Config,
 ) -> Result<Loaded, ReloadFailure> {
     let spec: Vec<&std::path::Path> = match from {
         SpecFrom::File(p) => vec![p],
@@ -133,8 +136,8 @@ pub(crate) fn spec_and_keys(
             (origin, yaml)
         }
     };
-    let registry = Registry::from_yaml(&origin, &yaml, natives)
-        .map_err(|e| fail(&format_args!("invalid spec:\n{e}")))?;
+    let (registry, pool) =
+        crate::python::load(&origin, &yaml, natives, python).map_err(|e| fail(&e))?;
     if let (Some((_, f)), SpecFrom::Feast { skip_unmapped, .. }) = (&feast, from) {
         crate::feast::check_overlay(f, &registry, skip_unmapped).map_err(|e| fail(&e))?;
     }
@@ -150,5 +153,44 @@ pub(crate) fn spec_and_keys(
                 .map_err(|e| fail(&e))?,
         );
     }
-    Ok((Arc::new(registry), keys, feast))
+    let load = SpecLoad {
+        registry: Arc::new(registry),
+        keys,
+        runtimes: crate::python::PoolRuntime::list(pool),
+    };
+    Ok((load, feast))
+}
+
+/// Where a reload reads from: `oka serve`'s spec, keys and Python settings,
+/// and the store the spec must fit.
+#[derive(Debug, Clone)]
+pub(crate) struct Sources {
+    pub spec: Option<std::path::PathBuf>,
+    pub keys_file: Option<std::path::PathBuf>,
+    pub feast_repo: Option<std::path::PathBuf>,
+    pub skip_unmapped: bool,
+    pub store_url: String,
+    pub python: oka_python::Config,
+}
+
+/// What `oka serve` reloads on SIGHUP and `POST /admin/reload`: the spec, the
+/// keys and the Python pool, checked against the store as at start.
+pub(crate) fn reloader(
+    sources: Sources,
+    natives: NativeUdfs,
+    store: Arc<dyn oka_storage::FeatureStore>,
+    feast: Option<oka_feast::SharedRegistry>,
+) -> oka_server::state::Reloader {
+    Box::new(move || {
+        let s = &sources;
+        let from = SpecFrom::of(s.feast_repo.as_deref(), s.spec.as_deref(), s.skip_unmapped);
+        let (load, loaded) =
+            spec_and_keys(from, s.keys_file.as_deref(), &natives, s.python.clone())?;
+        crate::stores::check_fit(&*store, &load.registry, &s.store_url)
+            .map_err(|(message, public)| ReloadFailure { message, public })?;
+        if let (Some(shared), Some((_, feast_registry))) = (&feast, loaded) {
+            shared.store(Arc::new(feast_registry));
+        }
+        Ok(load)
+    })
 }

@@ -106,6 +106,8 @@ pub struct ServeArgs {
     pub tls: TlsArgs,
     #[command(flatten, next_help_heading = "Tracing")]
     pub trace: TraceArgs,
+    #[command(flatten, next_help_heading = "Python UDFs")]
+    pub python: crate::python::PythonArgs,
     /// Worker threads (default: the CPUs this process may use).
     #[arg(help_heading = "Serving", long, env = "OKA_WORKERS")]
     pub workers: Option<usize>,
@@ -360,6 +362,27 @@ pub fn limits(args: &ServeArgs) -> Limits {
             max_keys: args.max_keys,
             max_targets: args.max_targets,
         },
+    }
+}
+
+impl ServeArgs {
+    /// What a reload reads.
+    pub(crate) fn sources(&self) -> crate::load::Sources {
+        crate::load::Sources {
+            spec: self.spec.clone(),
+            keys_file: self.api_keys_file.clone(),
+            feast_repo: self.feast_repo.clone(),
+            skip_unmapped: self.feast_skip_unmapped,
+            store_url: self.store.url().to_owned(),
+            python: self.python_config(),
+        }
+    }
+
+    /// The Python pool's settings: one worker per serving worker unless
+    /// `--python-workers` says otherwise.
+    pub fn python_config(&self) -> oka_python::Config {
+        self.python
+            .config(self.workers.unwrap_or_else(available_cpus))
     }
 }
 

@@ -1,7 +1,9 @@
 //! The response body, written straight into a byte buffer.
 //!
 //! `{"results": {feature: [[record, …] | null per key]}, "statuses": {feature:
-//! ["present"|"missing"|"error"|"invalid_key", …]}, "server_id": …}`; a record is an object of the
+//! ["present"|"missing"|"error"|"invalid_key", …]}, "errors": {feature: [null |
+//! {"code": "udf_failed", "message": …}, …]}, "server_id": …}` (`errors` only
+//! when a key failed, and only its features); a record is an object of the
 //! entity's columns, timestamps in RFC 3339 (or, on Volga's routes, naive UTC as
 //! Volga writes them: [`TimeFormat`]).
 
@@ -35,7 +37,7 @@ pub fn write_response(
             }
             match o {
                 Some(Outcome::Present(rows)) => stamps.rows(&f.entity, rows, out),
-                Some(Outcome::Missing | Outcome::Error) | None => out.extend_from_slice(b"null"),
+                Some(Outcome::Missing | Outcome::Error(_)) | None => out.extend_from_slice(b"null"),
             }
         }
         out.push(b']');
@@ -57,9 +59,46 @@ pub fn write_response(
         }
         out.push(b']');
     }
-    out.extend_from_slice(b"},\"server_id\":");
+    out.push(b'}');
+    write_errors(registry, prepared, outputs, out);
+    out.extend_from_slice(b",\"server_id\":");
     out.extend_from_slice(server_id.as_bytes());
     out.push(b'}');
+}
+
+/// The code of a key whose UDF failed, in `errors`.
+pub const UDF_FAILED: &str = "udf_failed";
+
+/// `,"errors":{feature: [null | {"code": "udf_failed", "message": …}, …]}` for
+/// the targets with a failed key, when there are any: why each failed.
+fn write_errors(registry: &Registry, prepared: &Prepared, outputs: &Outputs, out: &mut Vec<u8>) {
+    let failed = |t: &&Target| outputs.of(t).iter().any(|o| matches!(o, Outcome::Error(_)));
+    let mut first = true;
+    for target in prepared.targets.iter().filter(failed) {
+        out.extend_from_slice(if first { b",\"errors\":{" } else { b"," });
+        first = false;
+        write_json_str(out, &registry.feature(target.feature).name);
+        out.extend_from_slice(b":[");
+        for (k, o) in answers(prepared, outputs, target).enumerate() {
+            if k > 0 {
+                out.push(b',');
+            }
+            match o {
+                Some(Outcome::Error(why)) => {
+                    out.extend_from_slice(b"{\"code\":\"");
+                    out.extend_from_slice(UDF_FAILED.as_bytes());
+                    out.extend_from_slice(b"\",\"message\":");
+                    write_json_str(out, why);
+                    out.push(b'}');
+                }
+                _ => out.extend_from_slice(b"null"),
+            }
+        }
+        out.push(b']');
+    }
+    if !first {
+        out.push(b'}');
+    }
 }
 
 /// The status of a key refused under [`KeyPolicy::NullForBadKeys`](crate::KeyPolicy).
@@ -210,7 +249,7 @@ pub mod openapi {
             let names = [
                 Outcome::Present(std::sync::Arc::from(Vec::new())).status(),
                 Outcome::Missing.status(),
-                Outcome::Error.status(),
+                Outcome::Error("why".into()).status(),
                 super::INVALID_KEY,
             ];
             ObjectBuilder::new()
@@ -225,6 +264,19 @@ pub mod openapi {
 
     impl utoipa::ToSchema for KeyStatus {}
 
+    /// Why one key of one target failed.
+    #[derive(Debug, utoipa::ToSchema)]
+    pub struct KeyError {
+        /// Always `udf_failed`.
+        #[schema(examples("udf_failed"))]
+        pub code: String,
+        /// What failed, in words: the UDF's error (a Python exception's type and
+        /// message; a returned value that does not fit the output, naming the field
+        /// and what came back), or `` `input` failed: … `` for a feature whose input failed.
+        #[schema(examples("ZeroDivisionError: float division by zero"))]
+        pub message: String,
+    }
+
     /// The answer to `POST /v1/features`.
     #[derive(Debug, utoipa::ToSchema)]
     pub struct FeatureResponse {
@@ -235,6 +287,10 @@ pub mod openapi {
         pub results: IndexMap<String, Vec<Option<Vec<Record>>>>,
         /// For each distinct target, in request order: one status per key.
         pub statuses: IndexMap<String, Vec<KeyStatus>>,
+        /// Only when a key's status is `error`, and only for the targets with
+        /// one: per key, why it failed (`null` for the keys that did not).
+        #[schema(required = false)]
+        pub errors: IndexMap<String, Vec<Option<KeyError>>>,
         /// The worker that answered, `"<host>/<worker>"` (the 0-based worker number).
         #[schema(examples("vm/0"))]
         pub server_id: String,
@@ -249,6 +305,9 @@ pub mod openapi {
         /// As on `/v1/features`; absent when `target_features` is empty.
         #[schema(required = false)]
         pub statuses: IndexMap<String, Vec<KeyStatus>>,
+        /// As on `/v1/features`.
+        #[schema(required = false)]
+        pub errors: IndexMap<String, Vec<Option<KeyError>>>,
         /// The worker that answered: its 1-based number, an integer (Volga's client
         /// parses an int).
         #[schema(minimum = 1, examples(1))]

@@ -175,6 +175,12 @@ error_codes! {
     StoreTimeout = "store_timeout",
     /// The request's deadline passed.
     DeadlineExceeded = "deadline_exceeded",
+    /// A UDF run in a worker process (Python) ran past its time limit for a key
+    /// of the request; the worker was killed and replaced.
+    UdfTimeout = "udf_timeout",
+    /// No worker process can run the request's UDF now (none alive: the message
+    /// says why); retry later.
+    UdfUnavailable = "udf_unavailable",
     /// The server refused the request to protect itself.
     Overloaded = "overloaded",
     /// The request body did not arrive within the body-read timeout.

@@ -5,11 +5,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::aggregate::AggregateUdf;
+use crate::batch::BatchUdf;
 use crate::cel_udf::CelUdf;
 use crate::entity::Entity;
 use crate::spec::{KafkaSourceSpec, MockSourceSpec};
+pub use crate::udf::Arg;
 use crate::udf::NativeUdf;
-use crate::value::{FieldType, Value};
 
 pub type FeatureId = usize;
 
@@ -54,17 +55,6 @@ pub struct Dependency {
     pub query: QueryKind,
 }
 
-/// A declared UDF argument.
-#[derive(Debug, Clone)]
-pub struct Arg {
-    /// Argument name.
-    pub name: Arc<str>,
-    /// Its type.
-    pub ty: FieldType,
-    /// The default, if the argument is optional.
-    pub default: Option<Value>,
-}
-
 /// How an on-demand feature is computed.
 #[derive(Clone)]
 pub enum UdfImpl {
@@ -79,6 +69,8 @@ pub enum UdfImpl {
         /// The function.
         udf: Arc<dyn NativeUdf>,
     },
+    /// A function run elsewhere a batch of keys at a time (Python).
+    Batch(Arc<dyn BatchUdf>),
 }
 
 impl fmt::Debug for UdfImpl {
@@ -87,6 +79,7 @@ impl fmt::Debug for UdfImpl {
             Self::Cel(c) => c.fmt(f),
             Self::Aggregate(a) => a.fmt(f),
             Self::Native { name, .. } => write!(f, "Native({name})"),
+            Self::Batch(b) => write!(f, "Batch({}: {})", b.kind(), b.source()),
         }
     }
 }

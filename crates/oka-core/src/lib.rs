@@ -10,7 +10,8 @@
 //! - [`kernels`]: aggregation kernels (sum, mean, percentile, …) shared by the CEL
 //!   functions and the declarative form.
 //! - [`udf`] and [`cel_udf`]: the UDF interface and native registration; CEL UDFs;
-//!   [`aggregate`]: declarative window aggregations.
+//!   [`aggregate`]: declarative window aggregations; [`batch`]: UDFs run
+//!   elsewhere a batch of keys at a time (Python, through `oka-python`).
 //! - [`feature`]: features and their kinds.
 //! - [`plan`]: which pipeline reads and which UDFs a set of targets needs.
 //! - [`registry`]: the validated spec — entities, features, plans — built once at load.
@@ -25,6 +26,7 @@
 //!   number).
 
 pub mod aggregate;
+pub mod batch;
 pub mod cel_udf;
 pub mod encode;
 pub mod entity;

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
-use crate::cel_udf::{self, Binding, CelUdf};
+use crate::batch::PythonUdfs;
+use crate::cel_udf::{self, Binding};
 use crate::entity::Entity;
 use crate::error::{SpecError, SpecErrors, did_you_mean};
 use crate::feature::{
@@ -20,30 +21,80 @@ use crate::spec::{
 use crate::topo::topo_order;
 use crate::udf::NativeUdfs;
 use crate::value::FieldType;
+use udf::Signature;
 
 mod kafka;
 mod output;
 mod source;
+mod udf;
+
+/// What a process offers a spec's UDFs: the native functions of its binary and,
+/// when it runs them, a runtime for Python UDFs.
+#[derive(Clone, Copy)]
+pub struct UdfRuntimes<'a> {
+    /// Native functions by name.
+    pub natives: &'a NativeUdfs,
+    /// The Python runtime; without one, Python UDFs load but do not run.
+    pub python: Option<&'a dyn PythonUdfs>,
+}
+
+impl<'a> UdfRuntimes<'a> {
+    /// Native functions only: Python UDFs load but do not run (commands that
+    /// never run UDFs, such as `oka ingest`).
+    pub fn natives(natives: &'a NativeUdfs) -> Self {
+        Self {
+            natives,
+            python: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for UdfRuntimes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UdfRuntimes")
+            .field("natives", self.natives)
+            .field("python", &self.python.is_some())
+            .finish()
+    }
+}
 
 impl Registry {
     /// Parses, validates and plans a YAML spec. `origin` (the file path) prefixes
-    /// every error.
+    /// every error. Python UDFs load but do not run ([`UdfRuntimes::natives`]).
     pub fn from_yaml(origin: &str, yaml: &str, natives: &NativeUdfs) -> Result<Self, SpecErrors> {
+        Self::from_yaml_with(origin, yaml, UdfRuntimes::natives(natives))
+    }
+
+    /// [`Self::from_yaml`] with the UDF runtimes of this process.
+    pub fn from_yaml_with(
+        origin: &str,
+        yaml: &str,
+        runtimes: UdfRuntimes<'_>,
+    ) -> Result<Self, SpecErrors> {
         let spec = Spec::from_yaml(origin, yaml)?;
-        Self::load(origin, spec, natives)
+        Self::load_with(origin, spec, runtimes)
     }
 
     /// Validates and plans a parsed spec; reports every problem found.
     pub fn load(origin: &str, spec: Spec, natives: &NativeUdfs) -> Result<Self, SpecErrors> {
-        Loader::new(origin).load(spec, natives)
+        Self::load_with(origin, spec, UdfRuntimes::natives(natives))
+    }
+
+    /// [`Self::load`] with the UDF runtimes of this process.
+    pub fn load_with(
+        origin: &str,
+        spec: Spec,
+        runtimes: UdfRuntimes<'_>,
+    ) -> Result<Self, SpecErrors> {
+        Loader::new(origin).load(spec, runtimes)
     }
 }
 
 /// What an on-demand feature's UDF is built from: an aggregation's checked
-/// outputs, or the spec's `udf` with the natives and CEL environment.
+/// outputs, or the spec's `udf` with the runtimes and CEL environment.
 struct OnDemandUdf<'a> {
     aggregate: Option<crate::aggregate::Outputs>,
-    natives: &'a NativeUdfs,
+    runtimes: UdfRuntimes<'a>,
     cel_env: &'a Arc<cel::Env>,
 }
 
@@ -81,7 +132,7 @@ impl Loader {
         }
     }
 
-    fn load(mut self, spec: Spec, natives: &NativeUdfs) -> Result<Registry, SpecErrors> {
+    fn load(mut self, spec: Spec, runtimes: UdfRuntimes<'_>) -> Result<Registry, SpecErrors> {
         if spec.version != SPEC_VERSION {
             self.err(
                 "version",
@@ -101,7 +152,7 @@ impl Loader {
             return Err(SpecErrors(self.errors));
         };
         let cel_env = cel_udf::env();
-        let features = self.build_features(&spec, &entities, &deps_of, &topo, natives, &cel_env);
+        let features = self.build_features(&spec, &entities, &deps_of, &topo, runtimes, &cel_env);
         if !self.errors.is_empty() {
             return Err(SpecErrors(self.errors));
         }
@@ -185,7 +236,7 @@ impl Loader {
         entities: &IndexMap<Arc<str>, Arc<Entity>>,
         deps_of: &[Vec<Dependency>],
         topo: &[FeatureId],
-        natives: &NativeUdfs,
+        runtimes: UdfRuntimes<'_>,
         cel_env: &Arc<cel::Env>,
     ) -> Vec<Feature> {
         let mut built: Vec<Option<Feature>> = vec![None; spec.features.len()];
@@ -210,7 +261,7 @@ impl Loader {
                 FeatureKindSpec::OnDemand => {
                     let udf = OnDemandUdf {
                         aggregate,
-                        natives,
+                        runtimes,
                         cel_env,
                     };
                     match self.on_demand(name, f, &entity, &deps_of[id], &built, udf) {
@@ -421,7 +472,16 @@ impl Loader {
         bindings.push((cel_udf::NOW.into(), Binding::Scalar(FieldType::Timestamp)));
         let udf = match udf.aggregate {
             Some(outputs) => UdfImpl::Aggregate(Arc::new(outputs.compile(entity))),
-            None => self.udf(&path, f, entity, &bindings, udf.natives, udf.cel_env)?,
+            None => {
+                let signature = Signature {
+                    name,
+                    bindings: &bindings,
+                    inputs: deps.len(),
+                    args: &args,
+                    output: entity,
+                };
+                self.udf(&path, f, signature, udf.runtimes, udf.cel_env)?
+            }
         };
         let arg_names = args.iter().map(|a| Arc::clone(&a.name)).collect();
         Some(FeatureKind::OnDemand {
@@ -475,71 +535,5 @@ impl Loader {
             });
         }
         args
-    }
-
-    /// The feature's UDF: its CEL expressions compiled against `bindings`, or the
-    /// registered native function it names.
-    fn udf(
-        &mut self,
-        path: &str,
-        f: &FeatureSpec,
-        entity: &Arc<Entity>,
-        bindings: &[(Arc<str>, Binding)],
-        natives: &NativeUdfs,
-        cel_env: &Arc<cel::Env>,
-    ) -> Option<UdfImpl> {
-        let udf = match &f.udf {
-            None => {
-                self.err(
-                    path,
-                    "an on-demand feature needs a `udf` (`expr` or `native`)",
-                );
-                return None;
-            }
-            Some(u) => match (&u.expr, &u.native) {
-                (Some(exprs), None) => {
-                    match CelUdf::compile(cel_env, entity, f.entity.is_none(), exprs, bindings) {
-                        Ok(c) => UdfImpl::Cel(Arc::new(c)),
-                        Err(problems) => {
-                            for p in problems {
-                                let p_path = match &p.field {
-                                    Some(field) => format!("{path}.udf.expr.{field}"),
-                                    None => format!("{path}.udf.expr"),
-                                };
-                                self.err(p_path, p.message);
-                            }
-                            return None;
-                        }
-                    }
-                }
-                (None, Some(n)) => {
-                    match natives.get(n) {
-                        Some(udf) => UdfImpl::Native {
-                            name: n.as_str().into(),
-                            udf,
-                        },
-                        None => {
-                            let known = natives.names();
-                            self.err(
-                            format!("{path}.udf.native"),
-                            format!(
-                                "no native udf `{n}` is registered in this binary (registered: {})",
-                                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
-                            ),
-                        );
-                            return None;
-                        }
-                    }
-                }
-                _ => {
-                    self.err(
-                        format!("{path}.udf"),
-                        "give exactly one of `expr` and `native`",
-                    );
-                    return None;
-                }
-            },
-        };
-        Some(udf)
     }
 }

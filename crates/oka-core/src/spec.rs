@@ -398,7 +398,8 @@ pub struct ArgSpec {
     pub default: Option<serde_json::Value>,
 }
 
-/// The UDF: CEL expressions, or a native function registered in the binary.
+/// The UDF: CEL expressions, a native function registered in the binary, or a
+/// Python function.
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
@@ -415,6 +416,26 @@ pub struct UdfSpec {
     /// The name of a native function registered in the binary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub native: Option<String>,
+    /// A Python function, run in Oka's pool of Python worker processes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<PythonUdfSpec>,
+}
+
+/// A Python function as a UDF: `{file: fraud.py, function: score}`.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a Python udf such as `{file: features.py, function: score}`"
+)]
+pub struct PythonUdfSpec {
+    /// The module's file, relative to the spec file.
+    pub file: String,
+    /// The function's name in it.
+    pub function: String,
+    /// How long one key's call may run before its worker is killed, in
+    /// milliseconds (default 1000); never longer than the request's deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
 }
 
 /// Where a pipeline feature's data comes from: exactly one of the fields (the

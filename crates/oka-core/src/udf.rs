@@ -18,7 +18,18 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::entity::Entity;
-use crate::value::{Row, Timestamp, Value};
+use crate::value::{FieldType, Row, Timestamp, Value};
+
+/// A declared UDF argument.
+#[derive(Debug, Clone)]
+pub struct Arg {
+    /// Argument name.
+    pub name: Arc<str>,
+    /// Its type.
+    pub ty: FieldType,
+    /// The default, if the argument is optional.
+    pub default: Option<Value>,
+}
 
 /// Why a UDF did not produce a value for one key. It affects only that key.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -117,6 +117,9 @@ pub enum UdfInfo {
     Aggregate(Json),
     /// A native Rust function, by its registered name.
     Native(String),
+    /// A Python function: its file (as the spec gives it), function and time limit.
+    #[schema(value_type = Object)]
+    Python(Json),
 }
 
 /// The schema of [`ArgInfo::default`]: any JSON value.
@@ -225,5 +228,9 @@ fn udf_info(registry: &Registry, name: &str, udf: &UdfImpl) -> UdfInfo {
         )),
         UdfImpl::Aggregate(_) => UdfInfo::Aggregate(json!(spec.and_then(|s| s.aggregate.as_ref()))),
         UdfImpl::Native { name, .. } => UdfInfo::Native(name.to_string()),
+        UdfImpl::Batch(_) => UdfInfo::Python(json!(
+            spec.and_then(|s| s.udf.as_ref())
+                .and_then(|u| u.python.clone())
+        )),
     }
 }

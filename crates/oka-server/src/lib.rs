@@ -13,7 +13,9 @@
 //! - [`metrics`], [`stats`]: Prometheus metrics (atomic handles, exposed through
 //!   `prometheus-client` at scrape time) and Volga-style windowed stats.
 //! - [`state`]: what handlers share (atomically reloadable), admission control;
-//!   [`auth`]: API keys; [`catalog`]: the registry as JSON.
+//!   [`auth`]: API keys; [`catalog`]: the registry as JSON; [`udf_runtime`]: the
+//!   runtimes of UDFs run outside the process (Python's pool) as the server sees
+//!   them: readiness, metrics, a summary.
 //! - [`console`]: `/ui` on the admin port (the registry, lineage, live health
 //!   and a try-it form in the browser).
 //! - `spans`: a sampled request's trace (`--otlp-endpoint`), from its route's
@@ -37,6 +39,7 @@ pub mod serve;
 mod spans;
 pub mod state;
 pub mod stats;
+pub mod udf_runtime;
 
 pub use router::docs::{admin_document, serving_document};
 pub use router::{admin_router, router};

@@ -117,7 +117,7 @@ route_errors! {
         Unauthenticated, Forbidden, PayloadTooLarge, BodyTimeout, Overloaded,
         MalformedRequest, UnknownField, InvalidRequest, MissingKeys, InvalidKey,
         UnknownUdfArg, InvalidUdfArg, InvalidQueryArg, UnknownFeature, UnsupportedByStore,
-        StoreUnavailable, StoreTimeout, DeadlineExceeded, Internal,
+        StoreUnavailable, StoreTimeout, DeadlineExceeded, UdfTimeout, UdfUnavailable, Internal,
     ]
 }
 
@@ -128,7 +128,7 @@ route_errors! {
         Unauthenticated, Forbidden, PayloadTooLarge, BodyTimeout, Overloaded,
         MalformedRequest, InvalidRequest, MissingKeys,
         UnknownUdfArg, InvalidUdfArg, InvalidQueryArg, UnknownFeature, UnsupportedByStore,
-        StoreUnavailable, StoreTimeout, DeadlineExceeded, Internal,
+        StoreUnavailable, StoreTimeout, DeadlineExceeded, UdfTimeout, UdfUnavailable, Internal,
     ]
 }
 
@@ -138,7 +138,7 @@ route_errors! {
         Unauthenticated, Forbidden, PayloadTooLarge, Overloaded,
         MalformedRequest, InvalidRequest, MissingKeys,
         UnknownUdfArg, InvalidUdfArg, InvalidQueryArg, UnknownFeature, UnsupportedByStore,
-        StoreUnavailable, StoreTimeout, DeadlineExceeded, Internal,
+        StoreUnavailable, StoreTimeout, DeadlineExceeded, UdfTimeout, UdfUnavailable, Internal,
     ]
 }
 

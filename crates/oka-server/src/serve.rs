@@ -2,12 +2,14 @@
 //! parse → prepare ([`Registry::prepare_with`](oka_core::Registry::prepare_with):
 //! plan lookup, validation, keys parsed once) → the reads
 //! ([`Prepared::fetches`](oka_core::Prepared::fetches), batched, concurrent, results
-//! by id into [`Fetched`]) → UDFs ([`execute`]) → encode.
+//! by id into [`Fetched`]) → UDFs ([`Execution`], Python's batches awaited) →
+//! encode.
 
 use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
-use oka_core::execute::{ExecuteError, Fetched, Outputs, execute};
+use oka_core::batch::BatchError;
+use oka_core::execute::{ExecuteError, Execution, Fetched, Outputs};
 use oka_core::json::BodyError;
 use oka_core::request::Prepared;
 use oka_core::value::TimeFormat;
@@ -345,14 +347,59 @@ async fn read_and_run(
     .await?;
     timing.storage = timing.lap(parsed).0;
 
-    // 3. UDFs per key, in plan order.
-    let outputs =
-        execute(registry, prepared, &fetched, Some(deadline_at)).map_err(|e| match e {
-            ExecuteError::Expired => deadline_exceeded(budget),
-            e => execute_error(e),
-        })?;
+    // 3. UDFs per key, in plan order; those run elsewhere (Python) a batch at a
+    //    time, awaited under the deadline.
+    let outputs = run_udfs(registry, prepared, &fetched, deadline_at, budget).await?;
     timing.udf = timing.lap(parsed).0;
     Ok(outputs)
+}
+
+/// Step 3: the executor driven to its end. A step run on this thread (CEL,
+/// native, aggregations) runs inside [`Execution::advance`]; the batch calls it
+/// hands back (Python UDFs; one per group waiting) are awaited together, under
+/// the request's deadline.
+async fn run_udfs(
+    registry: &Registry,
+    prepared: &Prepared,
+    fetched: &Fetched,
+    deadline_at: Instant,
+    budget: Duration,
+) -> Result<Outputs, ApiError> {
+    let failed = |e: ExecuteError| match e {
+        ExecuteError::Expired => deadline_exceeded(budget),
+        ExecuteError::Batch(BatchError::TimedOut(m)) => ApiError::new(ErrorCode::UdfTimeout, m),
+        ExecuteError::Batch(BatchError::Unavailable(m)) => {
+            ApiError::new(ErrorCode::UdfUnavailable, m)
+        }
+        ExecuteError::Batch(BatchError::Overloaded(m)) => ApiError::new(ErrorCode::Overloaded, m),
+        e => execute_error(e),
+    };
+    let mut run = Execution::new(registry, prepared, fetched, Some(deadline_at)).map_err(failed)?;
+    loop {
+        let mut calls = run.advance().map_err(failed)?;
+        if calls.is_empty() {
+            return Ok(run.finish());
+        }
+        let answers = async {
+            match calls.pop() {
+                // Mostly one call: awaited directly, without a join.
+                Some(call) if calls.is_empty() => vec![(call.id, call.udf.call(call.batch).await)],
+                last => {
+                    let all = calls.into_iter().chain(last).map(|c| async move {
+                        let answer = c.udf.call(c.batch).await;
+                        (c.id, answer)
+                    });
+                    futures::future::join_all(all).await
+                }
+            }
+        };
+        let answers = tokio::time::timeout_at(deadline_at.into(), answers)
+            .await
+            .map_err(|_| deadline_exceeded(budget))?;
+        for (id, answer) in answers {
+            run.complete(id, answer).map_err(failed)?;
+        }
+    }
 }
 
 /// A request's latency (to the end of its UDFs) into each target's live

@@ -18,6 +18,7 @@ use crate::auth::ApiKeys;
 use crate::catalog;
 use crate::metrics::{Metrics, RegistryMetrics, ReloadResult, WorkerCounters};
 use crate::stats::{ReloadEvent, Stats};
+use crate::udf_runtime::{SpecLoad, UdfRuntime};
 use oka_ingest::{WritePath, WriterConfig};
 
 /// Request limits and admission settings.
@@ -64,23 +65,27 @@ pub struct Loaded {
     pub catalog_json: bytes::Bytes,
     /// API keys (empty: authentication off); swapped with the spec, in one step.
     pub keys: ApiKeys,
+    /// The runtimes the spec's UDFs run in (the Python pool), kept alive with it.
+    pub runtimes: Vec<Arc<dyn UdfRuntime>>,
 }
 
 impl Loaded {
-    /// Derives metrics and the catalog from `registry`; the per-feature metrics of
-    /// features `previous` also had carry over.
-    pub fn new(registry: Arc<Registry>, keys: ApiKeys, previous: Option<&Loaded>) -> Self {
+    /// Derives metrics and the catalog from the load's registry; the
+    /// per-feature metrics of features `previous` also had carry over.
+    pub fn new(load: SpecLoad, previous: Option<&Loaded>) -> Self {
         Self {
-            metrics: RegistryMetrics::new(&registry, previous.map(|p| &p.metrics)),
-            catalog_json: catalog::encode(&registry),
-            registry,
-            keys,
+            metrics: RegistryMetrics::new(&load.registry, previous.map(|p| &p.metrics)),
+            catalog_json: catalog::encode(&load.registry),
+            registry: load.registry,
+            keys: load.keys,
+            runtimes: load.runtimes,
         }
     }
 }
 
-/// Produces a new registry and API keys on reload (re-reading their sources).
-pub type Reloader = Box<dyn Fn() -> Result<(Arc<Registry>, ApiKeys), ReloadFailure> + Send + Sync>;
+/// Produces a new registry, API keys and UDF runtimes on reload (re-reading
+/// their sources).
+pub type Reloader = Box<dyn Fn() -> Result<SpecLoad, ReloadFailure> + Send + Sync>;
 
 /// Why a reloader found no valid spec and keys.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,6 +209,7 @@ impl Shared {
             feast: None,
             tls: Vec::new(),
             tracer: None,
+            runtimes: Vec::new(),
         }
     }
 
@@ -280,7 +286,8 @@ impl Shared {
         let result = certificates.and_then(|c| reloader().map(|loaded| (loaded, c)));
         *last = Some(Instant::now());
         match result {
-            Ok(((registry, keys), certificates)) => {
+            Ok((load, certificates)) => {
+                let (registry, keys) = (&load.registry, &load.keys);
                 let mut summary = format!(
                     "{} features, {} API keys",
                     registry.features().len(),
@@ -300,7 +307,7 @@ impl Shared {
                 }
                 let previous = self.loaded.load();
                 self.loaded
-                    .store(Arc::new(Loaded::new(registry, keys, Some(&previous))));
+                    .store(Arc::new(Loaded::new(load, Some(&previous))));
                 for (tls, prepared) in self.tls.iter().zip(certificates) {
                     tls.install(prepared);
                 }
@@ -362,6 +369,7 @@ pub struct SharedBuilder {
     feast: Option<oka_feast::SharedRegistry>,
     tls: Vec<Arc<Tls>>,
     tracer: Option<Arc<Tracer>>,
+    runtimes: Vec<Arc<dyn UdfRuntime>>,
 }
 
 impl std::fmt::Debug for SharedBuilder {
@@ -375,6 +383,12 @@ impl SharedBuilder {
     /// redacted; default: the backend's name).
     pub fn store_name(mut self, name: impl Into<String>) -> Self {
         self.store_name = Some(name.into());
+        self
+    }
+
+    /// The runtimes the spec's UDFs run in (the Python pool).
+    pub fn runtimes(mut self, runtimes: Vec<Arc<dyn UdfRuntime>>) -> Self {
+        self.runtimes = runtimes;
         self
     }
 
@@ -437,7 +451,14 @@ impl SharedBuilder {
             tracer.report_to(metrics.clone());
         }
         Arc::new(Shared {
-            loaded: ArcSwap::from_pointee(Loaded::new(self.registry, self.keys, None)),
+            loaded: ArcSwap::from_pointee(Loaded::new(
+                SpecLoad {
+                    registry: self.registry,
+                    keys: self.keys,
+                    runtimes: self.runtimes,
+                },
+                None,
+            )),
             reloader: self.reloader,
             reloading: Mutex::new(None),
             reload_interval: self.reload_interval,

@@ -319,7 +319,7 @@ impl<'r> Job<'r> {
             Outcome::Present(rows) => (Status::Present, rows.first().cloned()),
             Outcome::Missing if expired.contains(&feature) => (Status::Expired, None),
             Outcome::Missing => (Status::Missing, None),
-            Outcome::Error => {
+            Outcome::Error(_) => {
                 let why = match failures.iter().find(|(f, _)| *f == feature) {
                     Some((_, why)) => why.clone(),
                     None => match failures.first() {

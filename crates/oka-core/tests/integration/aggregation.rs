@@ -116,7 +116,7 @@ fn run(r: &Registry, name: &str, window: &[Row]) -> Result<Vec<(String, Value)>,
     let rows = match udf {
         UdfImpl::Cel(c) => c.call(&call),
         UdfImpl::Aggregate(a) => a.call(&call),
-        UdfImpl::Native { .. } => panic!("native"),
+        UdfImpl::Native { .. } | UdfImpl::Batch(_) => panic!("not an aggregation"),
     }
     .map_err(|e| e.to_string())?;
     let e = &f.entity;

@@ -715,7 +715,7 @@ features:
     dependencies: [txn]
     output: {fields: {v: float}}
 "#,
-        r#"spec.yaml: features.f: an on-demand feature needs a `udf` (`expr` or `native`)"#,
+        r#"spec.yaml: features.f: an on-demand feature needs a `udf` (`expr`, `native` or `python`)"#,
     ),
     (
         "udf_expr_and_native",
@@ -725,7 +725,7 @@ features:
     output: {fields: {v: float}}
     udf: {expr: {v: "txn.amount"}, native: scale}
 "#,
-        r#"spec.yaml: features.f.udf: give exactly one of `expr` and `native`"#,
+        r#"spec.yaml: features.f.udf: give exactly one of `expr`, `native` and `python`"#,
     ),
     (
         "udf_unknown_native",

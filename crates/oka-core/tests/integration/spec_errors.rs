@@ -220,7 +220,10 @@ fn both_or_neither_udf_kind() {
     );
     assert_has(
         &err,
-        &["features.q.udf", "exactly one of `expr` and `native`"],
+        &[
+            "features.q.udf",
+            "exactly one of `expr`, `native` and `python`",
+        ],
     );
 }
 

@@ -460,8 +460,8 @@ spec.yaml: features.c.output.fields: declare at least one output field"##,
     dependencies: [txn]
     udf: {native: my_udf}
 "##,
-        r##"spec.yaml: features.a: an on-demand feature needs a `udf` (`expr` or `native`)
-spec.yaml: features.b.udf: give exactly one of `expr` and `native`
+        r##"spec.yaml: features.a: an on-demand feature needs a `udf` (`expr`, `native` or `python`)
+spec.yaml: features.b.udf: give exactly one of `expr`, `native` and `python`
 spec.yaml: features.c.udf.native: no native udf `my_udf` is registered in this binary (registered: none)"##,
     ),
     (

@@ -25,24 +25,29 @@ use super::{
     ConnTimeout, Counter, FeatureMetrics, Gauge, Histogram, Leniency, Metrics, QUERIES, Refusal,
     RegistryMetrics, ReloadResult, Route, STATUS_CLASSES, WorkerCounters,
 };
+use crate::udf_runtime::UdfRuntime;
 
 /// The content type of [`render`]'s output for a scraper that asked for OpenMetrics.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 /// The content type for everyone else (curl, a browser): the same text, readable as is.
 pub const PLAIN: &str = "text/plain; charset=utf-8";
 
-/// The exposition of `metrics`, the loaded registry's per-feature metrics and the
-/// workers' counters; `coalesced` is the store's count of coalesced reads, if it
+/// The exposition of `metrics`, the loaded registry's per-feature metrics (and
+/// its UDF runtimes' families) and the workers' counters; `coalesced` is the store's count of coalesced reads, if it
 /// coalesces, and `cache` its read cache's counters, if it has one.
 pub fn render(
     metrics: &Arc<Metrics>,
-    registry: &RegistryMetrics,
+    (registry, runtimes): (&RegistryMetrics, &[Arc<dyn UdfRuntime>]),
     workers: Vec<Arc<WorkerCounters>>,
     coalesced: Option<u64>,
     cache: Option<oka_storage::CacheStats>,
     store: &oka_storage::StoreWatch,
 ) -> String {
     let mut scrape = Registry::default();
+    // The UDF runtimes' families (the Python pool's `oka_python_*`).
+    for collector in runtimes.iter().filter_map(|r| r.collector()) {
+        scrape.register_collector(collector);
+    }
     scrape.register_collector(Box::new(Scrape {
         metrics: Arc::clone(metrics),
         features: registry.features.clone(),
@@ -531,7 +536,14 @@ mod tests {
             oka_storage::StoreErrorKind::Unauthorized,
             "refused",
         ));
-        let out = render(&metrics, &registry, workers, Some(4), Some(cache), &watch);
+        let out = render(
+            &metrics,
+            (&registry, &[]),
+            workers,
+            Some(4),
+            Some(cache),
+            &watch,
+        );
         for line in [
             "# HELP oka_http_request_duration_seconds HTTP request latency by route and status class.",
             "# TYPE oka_http_request_duration_seconds histogram",

@@ -40,9 +40,9 @@ pub struct Readiness {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String, required = false)]
     pub note: Option<&'static str>,
-    /// When not ready: `shutting down`, or why the store cannot serve and what
+    /// When not ready: `shutting down`, why the store cannot serve and what
     /// to check (`the store refused the credentials (…); check the user and
-    /// password …`).
+    /// password …`), or why no Python worker is alive.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String, required = false)]
     pub reason: Option<String>,
@@ -79,7 +79,7 @@ fn not_ready(reason: String) -> Response {
     summary = "Readiness: the store's health check",
     responses(
         (status = 200, description = "Ready: the store's health check passed. With the in-process `memory://` store the answer adds a `note`.", body = Readiness),
-        (status = 503, description = "Not ready: the store cannot serve (`reason` says why: unreachable, credentials refused, misconfigured, too slow, and what to check), or shutdown has begun (`reason` is `shutting down`). No `Retry-After`.", body = Readiness),
+        (status = 503, description = "Not ready: the store cannot serve (`reason` says why: unreachable, credentials refused, misconfigured, too slow, and what to check), no Python worker is alive (`reason` says why the last one died), or shutdown has begun (`reason` is `shutting down`). No `Retry-After`.", body = Readiness),
     ))]
 pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     if state.shared.is_draining() {
@@ -94,6 +94,8 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     match watch.observe(state.shared.store.health().await) {
         // The in-process store is ready, but its data goes with the process: say
         // so where operators look.
+        // A UDF runtime with no worker alive cannot serve its features.
+        Ok(()) if let Some(why) = udfs_unready(&state) => not_ready(why),
         Ok(()) if state.shared.store.backend() == "memory" => json(
             StatusCode::OK,
             &ready(Some(
@@ -105,6 +107,12 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
         // failure (the cause may have grown more precise since the outage began).
         Err(e) => not_ready(e.explain()),
     }
+}
+
+/// Why the loaded spec's UDF runtimes cannot serve, if one cannot.
+fn udfs_unready(state: &AppState) -> Option<String> {
+    let loaded = state.shared.loaded.load();
+    loaded.runtimes.iter().find_map(|r| r.unready())
 }
 
 /// `GET /metrics`: the OpenMetrics text. A scraper that asks for OpenMetrics
@@ -119,9 +127,10 @@ pub(super) async fn readyz(State(state): State<AppState>) -> Response {
     ))))]
 pub(super) async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let shared = &state.shared;
+    let loaded = shared.loaded.load();
     let body = crate::metrics::render(
         &shared.metrics,
-        &shared.loaded.load().metrics,
+        (&loaded.metrics, &loaded.runtimes),
         shared.workers(),
         shared.store.coalesced_reads(),
         shared.store.cache_stats(),

@@ -8,6 +8,7 @@ use axum::body::Body;
 use axum::http::Request;
 use oka_server::Limits;
 use oka_server::auth::ApiKeys;
+use oka_server::udf_runtime::SpecLoad;
 use serde_json::json;
 
 use super::{SPEC, body_json, body_text, fixture, fixture_custom, fixture_with, get, post, send};
@@ -219,7 +220,7 @@ async fn reload_swaps_valid_specs_and_keeps_serving_on_invalid_ones() {
             .reloader(Box::new(move || {
                 let yaml = reader.lock().unwrap().clone();
                 oka_core::Registry::from_yaml("test.yaml", &yaml, &oka_core::NativeUdfs::new())
-                    .map(|r| (Arc::new(r), ApiKeys::default()))
+                    .map(|r| SpecLoad::new(Arc::new(r), ApiKeys::default()))
                     .map_err(|e| oka_server::state::ReloadFailure::new(e.to_string()))
             }))
     })
@@ -393,7 +394,7 @@ async fn reload_needs_an_admin_key_once_one_is_configured_and_is_rate_limited() 
     let f = fixture_custom(|b| {
         b.keys(keys()).reloader(Box::new(move || {
             oka_core::Registry::from_yaml("test.yaml", SPEC, &oka_core::NativeUdfs::new())
-                .map(|r| (Arc::new(r), keys()))
+                .map(|r| SpecLoad::new(Arc::new(r), keys()))
                 .map_err(|e| oka_server::state::ReloadFailure::new(e.to_string()))
         }))
     })
@@ -433,7 +434,7 @@ async fn per_feature_metrics_survive_a_reload() {
     let f = fixture_custom(|b| {
         b.reload_interval(Duration::ZERO).reloader(Box::new(|| {
             oka_core::Registry::from_yaml("test.yaml", SPEC, &oka_core::NativeUdfs::new())
-                .map(|r| (Arc::new(r), ApiKeys::default()))
+                .map(|r| SpecLoad::new(Arc::new(r), ApiKeys::default()))
                 .map_err(|e| oka_server::state::ReloadFailure::new(e.to_string()))
         }))
     })

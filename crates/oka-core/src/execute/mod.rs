@@ -4,17 +4,28 @@
 //!
 //! Missing inputs skip the UDF (`Missing`); a UDF error or panic marks only that
 //! feature and key (`Error`); a dependent of an errored feature is `Error` too.
+//!
+//! UDFs run elsewhere (Python) are handed to the caller a batch at a time:
+//! [`Execution`] is the executor as a state machine, [`execute`] drives it to the
+//! end on this thread.
 
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::batch::{BatchError, block_on};
 use crate::plan::{Origin, Step};
-use crate::registry::{FeatureId, FeatureKind, Registry, UdfImpl};
-use crate::request::{Fetch, FetchId, Group, Prepared, Target};
+use crate::registry::{FeatureId, Registry, UdfImpl};
+use crate::request::{FetchId, Prepared, Target};
 use crate::udf::{Input, UdfCall, UdfError};
 use crate::value::Row;
+
+mod fetched;
+mod run;
+
+pub use fetched::Fetched;
+pub use run::{CallId, Execution, PendingCall};
 
 /// The outcome of one feature for one key.
 #[derive(Debug, Clone, PartialEq)]
@@ -23,8 +34,8 @@ pub enum Outcome {
     Present(Arc<[Row]>),
     /// An input was missing, so the UDF did not run (or `latest` found nothing).
     Missing,
-    /// The UDF (or one it depends on) failed for this key.
-    Error,
+    /// The UDF (or one it depends on) failed for this key: why, in words.
+    Error(Arc<str>),
 }
 
 impl Outcome {
@@ -33,7 +44,7 @@ impl Outcome {
         match self {
             Self::Present(_) => "present",
             Self::Missing => "missing",
-            Self::Error => "error",
+            Self::Error(_) => "error",
         }
     }
 }
@@ -62,17 +73,9 @@ pub struct UdfFailure {
     pub error: UdfError,
 }
 
-/// The records a prepared request's reads returned, by [`FetchId`].
-#[derive(Debug)]
-pub struct Fetched {
-    /// Per fetch: per key, the records (`None` until given).
-    rows: Vec<Option<Vec<Vec<Row>>>>,
-    /// Per fetch: how many keys it reads.
-    key_counts: Vec<usize>,
-}
-
 /// What went wrong putting reads together or executing a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExecuteError {
     /// A read answered for a different number of keys than it was asked for.
     #[error("the store answered {got} key results to a read of {expected} keys")]
@@ -88,54 +91,12 @@ pub enum ExecuteError {
     /// The deadline passed before every UDF ran.
     #[error("the deadline passed while UDFs ran")]
     Expired,
-}
-
-impl Fetched {
-    /// Room for the results of every read of `prepared`.
-    pub fn new(prepared: &Prepared) -> Self {
-        Self {
-            rows: prepared.fetches().map(|_| None).collect(),
-            key_counts: prepared.fetches().map(|(_, f)| f.keys.len()).collect(),
-        }
-    }
-
-    /// Performs every read of `prepared` with `read` (a synchronous source: a
-    /// test's data, a benchmark's fixed records).
-    pub fn read_all(
-        prepared: &Prepared,
-        mut read: impl FnMut(&Fetch) -> Vec<Vec<Row>>,
-    ) -> Result<Self, ExecuteError> {
-        let mut fetched = Self::new(prepared);
-        for (id, f) in prepared.fetches() {
-            fetched.insert(id, read(f))?;
-        }
-        Ok(fetched)
-    }
-
-    /// Records read `id`'s result: per key of the read, in its order, the records.
-    pub fn insert(&mut self, id: FetchId, rows: Vec<Vec<Row>>) -> Result<(), ExecuteError> {
-        let (Some(slot), Some(&expected)) = (
-            self.rows.get_mut(id.index()),
-            self.key_counts.get(id.index()),
-        ) else {
-            return Err(ExecuteError::NotFetched(id));
-        };
-        if rows.len() != expected {
-            return Err(ExecuteError::WrongKeyCount {
-                expected,
-                got: rows.len(),
-            });
-        }
-        *slot = Some(rows);
-        Ok(())
-    }
-
-    fn get(&self, id: FetchId) -> Result<&[Vec<Row>], ExecuteError> {
-        self.rows
-            .get(id.index())
-            .and_then(Option::as_deref)
-            .ok_or(ExecuteError::NotFetched(id))
-    }
+    /// A UDF run elsewhere gave no answer for its batch.
+    #[error("{0}")]
+    Batch(BatchError),
+    /// An answer was handed back for a call not waited for.
+    #[error("an answer was given for a UDF call the execution does not wait for")]
+    NotWaiting,
 }
 
 /// The result of one group.
@@ -182,106 +143,26 @@ const MAX_FAILURES: usize = 8;
 const DEADLINE_CHECK_EVERY: usize = 64;
 
 /// Runs every UDF of `prepared` over the records its reads returned. Past
-/// `deadline` it stops with [`ExecuteError::Expired`].
+/// `deadline` it stops with [`ExecuteError::Expired`]. A UDF run elsewhere
+/// ([`BatchUdf`]) is waited for on this thread; an async caller drives an
+/// [`Execution`] instead.
 pub fn execute(
     registry: &Registry,
     prepared: &Prepared,
     fetched: &Fetched,
     deadline: Option<Instant>,
 ) -> Result<Outputs, ExecuteError> {
-    let mut groups = Vec::with_capacity(prepared.groups.len());
-    for group in &prepared.groups {
-        groups.push(run_group(registry, prepared, group, fetched, deadline)?);
-    }
-    Ok(Outputs { groups })
-}
-
-/// Runs one group's UDFs.
-// long: the executor's inner loop (steps × keys) in one piece, so the hot path
-// reads top to bottom; input gathering and results are their own functions.
-fn run_group(
-    registry: &Registry,
-    prepared: &Prepared,
-    group: &Group,
-    fetched: &Fetched,
-    deadline: Option<Instant>,
-) -> Result<GroupOutput, ExecuteError> {
-    let n = group.key_count;
-    let plan = &group.plan;
-    let slots = (group.slot_fetch.iter())
-        .map(|&id| {
-            Ok((
-                fetched.get(id)?,
-                prepared.fetch(id).query.empty_is_missing(),
-            ))
-        })
-        .collect::<Result<Vec<Slot<'_>>, ExecuteError>>()?;
-    let mut out = GroupOutput::default();
-    let mut step_out: Vec<Vec<Outcome>> = Vec::with_capacity(plan.steps.len());
-    let mut inputs: Vec<Input> = Vec::new();
-
-    for (si, step) in plan.steps.iter().enumerate() {
-        let feature = registry.feature(step.feature);
-        let FeatureKind::OnDemand {
-            input_names,
-            input_entities,
-            arg_names,
-            udf,
-            ..
-        } = &feature.kind
-        else {
-            step_out.push(vec![Outcome::Error; n]);
-            continue;
-        };
-        let started = Instant::now();
-        let mut errors = 0;
-        let mut outcomes = Vec::with_capacity(n);
-        for k in 0..n {
-            if k % DEADLINE_CHECK_EVERY == 0 && deadline.is_some_and(|d| Instant::now() >= d) {
-                return Err(ExecuteError::Expired);
-            }
-            if let Err(blocked) = gather_inputs(step, &slots, &step_out, k, &mut inputs) {
-                outcomes.push(blocked);
-                continue;
-            }
-            let call = UdfCall {
-                feature: &feature.name,
-                input_names,
-                input_entities,
-                inputs: &inputs,
-                arg_names,
-                args: &group.step_args[si],
-                output: &feature.entity,
-                key: group.step_keys[si].of(k),
-                now: prepared.now,
-            };
-            match invoke(udf, &call) {
-                Ok(rows) => outcomes.push(Outcome::Present(rows.into())),
-                Err(error) => {
-                    errors += 1;
-                    out.failed(step.feature, k, error);
-                    outcomes.push(Outcome::Error);
-                }
-            }
+    let mut run = Execution::new(registry, prepared, fetched, deadline)?;
+    loop {
+        let calls = run.advance()?;
+        if calls.is_empty() {
+            return Ok(run.finish());
         }
-        out.steps.push(StepReport {
-            feature: step.feature,
-            started,
-            elapsed: started.elapsed(),
-            errors,
-        });
-        step_out.push(outcomes);
+        for call in calls {
+            let answer = block_on(call.udf.call(call.batch));
+            run.complete(call.id, answer)?;
+        }
     }
-
-    out.results = plan
-        .results
-        .iter()
-        .map(|src| match *src {
-            Origin::Step(j) => step_out[j].clone(),
-            Origin::Slot(s) => slot_outcomes(slots[s]),
-        })
-        .collect();
-    Ok(out)
 }
 
 impl GroupOutput {
@@ -304,13 +185,14 @@ type Slot<'f> = (&'f [Vec<Row>], bool);
 /// without running the UDF, when an input is missing or its step failed.
 fn gather_inputs(
     step: &Step,
+    input_names: &[Arc<str>],
     slots: &[Slot<'_>],
     step_out: &[Vec<Outcome>],
     k: usize,
     inputs: &mut Vec<Input>,
 ) -> Result<(), Outcome> {
     inputs.clear();
-    for src in &step.inputs {
+    for (i, src) in step.inputs.iter().enumerate() {
         let input = match *src {
             Origin::Slot(s) => {
                 let (records, missing_if_empty) = slots[s];
@@ -324,7 +206,10 @@ fn gather_inputs(
             Origin::Step(j) => match &step_out[j][k] {
                 Outcome::Present(rows) => rows.first().cloned().map(Input::One),
                 Outcome::Missing => None,
-                Outcome::Error => return Err(Outcome::Error),
+                Outcome::Error(why) => {
+                    let name = input_names.get(i).map_or("an input", |n| &**n);
+                    return Err(Outcome::Error(format!("`{name}` failed: {why}").into()));
+                }
             },
         };
         inputs.push(input.ok_or(Outcome::Missing)?);
@@ -364,6 +249,11 @@ fn invoke(udf: &UdfImpl, call: &UdfCall<'_>) -> Result<Vec<Row>, UdfError> {
         UdfImpl::Cel(c) => c.call(call),
         UdfImpl::Aggregate(a) => a.call(call),
         UdfImpl::Native { udf, .. } => udf.call(call),
+        UdfImpl::Batch(b) => Err(UdfError::failed(format!(
+            "{} UDF `{}` runs a batch at a time, not key by key",
+            b.kind(),
+            b.source()
+        ))),
     }));
     IN_UDF.with(|f| f.set(false));
     match result {

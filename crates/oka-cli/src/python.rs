@@ -1,0 +1,134 @@
+//! Python UDFs in the `oka` binary: the flags (`--python`, `--python-workers`,
+//! `--python-memory-mib`), loading a spec with a pool for its Python UDFs, and
+//! the pool as the server sees it ([`UdfRuntime`]).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use oka_core::loader::UdfRuntimes;
+use oka_core::{NativeUdfs, Registry, SpecErrors};
+use oka_python::{Config, PythonPool, PythonRuntime};
+use oka_server::udf_runtime::UdfRuntime;
+use prometheus_client::collector::Collector;
+
+/// How Python UDFs run.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PythonArgs {
+    /// The Python interpreter that runs the spec's Python UDFs: a virtual
+    /// environment's `python` makes its libraries importable. CPython 3.9 or
+    /// newer.
+    #[arg(
+        long = "python",
+        env = "OKA_PYTHON",
+        value_name = "PATH",
+        default_value = "python3"
+    )]
+    pub python: PathBuf,
+    /// Python worker processes (default: one per serving worker). Each runs
+    /// one batch at a time.
+    #[arg(long, env = "OKA_PYTHON_WORKERS", value_name = "N")]
+    pub python_workers: Option<usize>,
+    /// Each Python worker's memory limit in MiB (its address space, set with
+    /// RLIMIT_AS): past it a UDF's allocation raises MemoryError, its key
+    /// fails, and the worker is replaced. 0: no limit.
+    #[arg(
+        long,
+        env = "OKA_PYTHON_MEMORY_MIB",
+        value_name = "MIB",
+        default_value_t = 1024
+    )]
+    pub python_memory_mib: u64,
+}
+
+impl PythonArgs {
+    /// The pool's settings, with `workers` workers unless `--python-workers`
+    /// says otherwise.
+    pub fn config(&self, workers: usize) -> Config {
+        Config {
+            python: self.python.clone(),
+            workers: self.python_workers.unwrap_or(workers).max(1),
+            memory_mib: self.python_memory_mib,
+        }
+    }
+}
+
+/// Why a spec with Python UDFs did not load.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The spec is invalid.
+    #[error("invalid spec:\n{0}")]
+    Spec(SpecErrors),
+    /// Its Python UDFs did not start: every problem, with its file and line.
+    #[error("the spec's Python UDFs did not load:\n{0}")]
+    Python(String),
+}
+
+/// Loads a spec; its Python UDFs, if any, get a pool of `config`'s workers,
+/// started and loaded (`None` when there are none).
+pub fn load(
+    origin: &str,
+    yaml: &str,
+    natives: &NativeUdfs,
+    config: Config,
+) -> Result<(Registry, Option<PythonPool>), LoadError> {
+    let runtime = PythonRuntime::new(config);
+    let runtimes = UdfRuntimes {
+        natives,
+        python: Some(&runtime),
+    };
+    let registry = Registry::from_yaml_with(origin, yaml, runtimes).map_err(LoadError::Spec)?;
+    let pool = runtime.start().map_err(|e| LoadError::Python(e.0))?;
+    Ok((registry, pool))
+}
+
+/// The pool as the server sees it.
+#[derive(Debug)]
+pub struct PoolRuntime(pub PythonPool);
+
+impl PoolRuntime {
+    /// The pool as a server's runtime list.
+    pub fn list(pool: Option<PythonPool>) -> Vec<Arc<dyn UdfRuntime>> {
+        pool.into_iter()
+            .map(|p| Arc::new(Self(p)) as Arc<dyn UdfRuntime>)
+            .collect()
+    }
+}
+
+impl UdfRuntime for PoolRuntime {
+    fn name(&self) -> &'static str {
+        "python"
+    }
+
+    fn unready(&self) -> Option<String> {
+        let health = self.0.health();
+        (health.alive == 0).then(|| {
+            format!(
+                "no Python worker is alive (of {}): {}",
+                health.workers,
+                health
+                    .last_failure
+                    .as_deref()
+                    .unwrap_or("they are starting")
+            )
+        })
+    }
+
+    fn collector(&self) -> Option<Box<dyn Collector>> {
+        self.0
+            .collector()
+            .map(|c| Box::new(c) as Box<dyn Collector>)
+    }
+
+    fn summary(&self) -> serde_json::Value {
+        let health = self.0.health();
+        serde_json::json!({
+            "runtime": "python",
+            "workers": health.workers,
+            "alive": health.alive,
+            "last_failure": health.last_failure,
+            "udfs": self.0.udfs().into_iter()
+                .map(|(feature, source)| serde_json::json!({"feature": feature, "source": source}))
+                .collect::<Vec<_>>(),
+        })
+    }
+}

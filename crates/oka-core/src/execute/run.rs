@@ -1,0 +1,351 @@
+//! The executor as a state machine ([`Execution`]): steps run on this thread
+//! run at once; a step run elsewhere (a [`BatchUdf`]) is handed to the caller as
+//! a [`PendingCall`], and its answer taken back.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::batch::{BatchError, BatchKey, BatchUdf, KeyResult, UdfBatch};
+use crate::plan::{Origin, Step};
+use crate::registry::{FeatureId, FeatureKind, Registry, UdfImpl};
+use crate::request::{Group, Prepared};
+use crate::udf::{Input, UdfCall};
+use crate::value::Timestamp;
+
+use super::{
+    DEADLINE_CHECK_EVERY, ExecuteError, Fetched, GroupOutput, Outcome, Outputs, Slot, StepReport,
+    gather_inputs, invoke, slot_outcomes,
+};
+
+/// Names a batch call of an [`Execution`], to hand its answer back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallId(usize);
+
+/// A batch of keys an [`Execution`] waits for: run `batch` with `udf`, then hand
+/// the answer to [`Execution::complete`] with `id`.
+#[derive(Debug)]
+pub struct PendingCall {
+    /// Names this call.
+    pub id: CallId,
+    /// The on-demand feature.
+    pub feature: FeatureId,
+    /// Its UDF.
+    pub udf: Arc<dyn BatchUdf>,
+    /// The keys to run it for.
+    pub batch: UdfBatch,
+}
+
+/// A request's UDFs being run: steps that run on this thread (CEL, native,
+/// aggregations) run in [`Execution::advance`], which stops at each step run
+/// elsewhere ([`BatchUdf`]) and hands back its batch; the caller performs the
+/// calls (concurrently) and gives each answer to [`Execution::complete`], until
+/// `advance` has nothing left to call. Groups advance independently, so the
+/// batch steps of different groups run concurrently.
+#[derive(Debug)]
+pub struct Execution<'a> {
+    registry: &'a Registry,
+    prepared: &'a Prepared,
+    deadline: Option<Instant>,
+    groups: Vec<GroupRun<'a>>,
+}
+
+/// One group's progress through its plan.
+#[derive(Debug)]
+struct GroupRun<'a> {
+    group: &'a Group,
+    slots: Vec<Slot<'a>>,
+    /// The next step to run.
+    next: usize,
+    /// Per step run so far, per key.
+    step_out: Vec<Vec<Outcome>>,
+    out: GroupOutput,
+    /// The batch step waited for.
+    waiting: Option<Waiting>,
+}
+
+/// A batch step sent out: its keys' outcomes so far (those without a call
+/// already final), and which keys the batch carries, in its order.
+#[derive(Debug)]
+struct Waiting {
+    started: Instant,
+    outcomes: Vec<Outcome>,
+    sent: Vec<usize>,
+}
+
+impl<'a> Execution<'a> {
+    /// Starts running `prepared`'s UDFs over `fetched`.
+    pub fn new(
+        registry: &'a Registry,
+        prepared: &'a Prepared,
+        fetched: &'a Fetched,
+        deadline: Option<Instant>,
+    ) -> Result<Self, ExecuteError> {
+        let groups = prepared
+            .groups
+            .iter()
+            .map(|group| {
+                let slots = (group.slot_fetch.iter())
+                    .map(|&id| {
+                        Ok((
+                            fetched.get(id)?,
+                            prepared.fetch(id).query.empty_is_missing(),
+                        ))
+                    })
+                    .collect::<Result<Vec<Slot<'_>>, ExecuteError>>()?;
+                Ok(GroupRun {
+                    group,
+                    slots,
+                    next: 0,
+                    step_out: Vec::with_capacity(group.plan.steps.len()),
+                    out: GroupOutput::default(),
+                    waiting: None,
+                })
+            })
+            .collect::<Result<_, ExecuteError>>()?;
+        Ok(Self {
+            registry,
+            prepared,
+            deadline,
+            groups,
+        })
+    }
+
+    /// Runs every step it can; the batch calls the rest wait for (none: done,
+    /// [`Self::finish`]).
+    pub fn advance(&mut self) -> Result<Vec<PendingCall>, ExecuteError> {
+        let mut calls = Vec::new();
+        for (gi, g) in self.groups.iter_mut().enumerate() {
+            if g.waiting.is_some() {
+                continue;
+            }
+            let ctx = StepContext {
+                registry: self.registry,
+                now: self.prepared.now,
+                deadline: self.deadline,
+            };
+            if let Some(call) = g.run_until_batch(&ctx, CallId(gi))? {
+                calls.push(call);
+            }
+        }
+        Ok(calls)
+    }
+
+    /// Hands back the answer of call `id`: per key of its batch, in order.
+    pub fn complete(
+        &mut self,
+        id: CallId,
+        answer: Result<Vec<KeyResult>, BatchError>,
+    ) -> Result<(), ExecuteError> {
+        let g = self.groups.get_mut(id.0).ok_or(ExecuteError::NotWaiting)?;
+        let w = g.waiting.take().ok_or(ExecuteError::NotWaiting)?;
+        let results = answer.map_err(ExecuteError::Batch)?;
+        if results.len() != w.sent.len() {
+            return Err(ExecuteError::WrongKeyCount {
+                expected: w.sent.len(),
+                got: results.len(),
+            });
+        }
+        let feature = g.group.plan.steps[g.next].feature;
+        let mut outcomes = w.outcomes;
+        let mut errors = 0;
+        for (k, result) in w.sent.into_iter().zip(results) {
+            outcomes[k] = match result {
+                Ok(rows) => Outcome::Present(rows.into()),
+                Err(error) => {
+                    errors += 1;
+                    let outcome = Outcome::Error(error.to_string().into());
+                    g.out.failed(feature, k, error);
+                    outcome
+                }
+            };
+        }
+        g.finish_step(feature, w.started, errors, outcomes);
+        Ok(())
+    }
+
+    /// The outcomes, once [`Self::advance`] has nothing left to call.
+    pub fn finish(self) -> Outputs {
+        let groups = self
+            .groups
+            .into_iter()
+            .map(|mut g| {
+                g.out.results = (g.group.plan.results.iter())
+                    .map(|src| match *src {
+                        Origin::Step(j) => g.step_out.get(j).cloned().unwrap_or_default(),
+                        Origin::Slot(s) => slot_outcomes(g.slots[s]),
+                    })
+                    .collect();
+                g.out
+            })
+            .collect();
+        Outputs { groups }
+    }
+}
+
+/// What every step of a request shares.
+struct StepContext<'a> {
+    registry: &'a Registry,
+    now: Timestamp,
+    deadline: Option<Instant>,
+}
+
+impl<'a> GroupRun<'a> {
+    /// Runs steps until one is run elsewhere (its call, which the group then
+    /// waits for) or none is left (`None`).
+    fn run_until_batch(
+        &mut self,
+        ctx: &StepContext<'_>,
+        id: CallId,
+    ) -> Result<Option<PendingCall>, ExecuteError> {
+        // The group outlives `self`'s borrow: no count taken on the shared plan.
+        let group: &'a Group = self.group;
+        while let Some(step) = group.plan.steps.get(self.next) {
+            let feature = ctx.registry.feature(step.feature);
+            let FeatureKind::OnDemand {
+                input_names, udf, ..
+            } = &feature.kind
+            else {
+                let n = self.group.key_count;
+                let outcomes = vec![Outcome::Error("not an on-demand feature".into()); n];
+                self.finish_step(step.feature, Instant::now(), 0, outcomes);
+                continue;
+            };
+            if let UdfImpl::Batch(batch_udf) = udf {
+                let started = Instant::now();
+                let (outcomes, sent, keys) = self.batch_keys(step, input_names);
+                if sent.is_empty() {
+                    self.finish_step(step.feature, started, 0, outcomes);
+                    continue;
+                }
+                self.waiting = Some(Waiting {
+                    started,
+                    outcomes,
+                    sent,
+                });
+                return Ok(Some(PendingCall {
+                    id,
+                    feature: step.feature,
+                    udf: Arc::clone(batch_udf),
+                    batch: UdfBatch {
+                        args: self.group.step_args[self.next].clone(),
+                        now: ctx.now,
+                        keys,
+                        deadline: ctx.deadline,
+                    },
+                }));
+            }
+            self.run_step(ctx, step)?;
+        }
+        Ok(None)
+    }
+
+    /// A batch step's keys: per key its outcome so far (final for keys with a
+    /// missing or failed input), the keys to call (in order) and their inputs.
+    fn batch_keys(
+        &self,
+        step: &Step,
+        input_names: &[Arc<str>],
+    ) -> (Vec<Outcome>, Vec<usize>, Vec<BatchKey>) {
+        let n = self.group.key_count;
+        let mut outcomes = Vec::with_capacity(n);
+        let (mut sent, mut keys) = (Vec::new(), Vec::new());
+        let mut inputs = Vec::new();
+        for k in 0..n {
+            match gather_inputs(
+                step,
+                input_names,
+                &self.slots,
+                &self.step_out,
+                k,
+                &mut inputs,
+            ) {
+                Err(blocked) => outcomes.push(blocked),
+                Ok(()) => {
+                    outcomes.push(Outcome::Missing);
+                    sent.push(k);
+                    keys.push(BatchKey {
+                        inputs: std::mem::take(&mut inputs),
+                        key: self.group.step_keys[self.next].of(k).to_vec(),
+                    });
+                }
+            }
+        }
+        (outcomes, sent, keys)
+    }
+
+    /// Runs a step on this thread, key by key.
+    fn run_step(&mut self, ctx: &StepContext<'_>, step: &Step) -> Result<(), ExecuteError> {
+        let feature = ctx.registry.feature(step.feature);
+        let FeatureKind::OnDemand {
+            input_names,
+            input_entities,
+            arg_names,
+            udf,
+            ..
+        } = &feature.kind
+        else {
+            return Ok(());
+        };
+        let n = self.group.key_count;
+        let si = self.next;
+        let started = Instant::now();
+        let mut errors = 0;
+        let mut outcomes = Vec::with_capacity(n);
+        let mut inputs: Vec<Input> = Vec::new();
+        for k in 0..n {
+            if k % DEADLINE_CHECK_EVERY == 0 && ctx.deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(ExecuteError::Expired);
+            }
+            if let Err(blocked) = gather_inputs(
+                step,
+                input_names,
+                &self.slots,
+                &self.step_out,
+                k,
+                &mut inputs,
+            ) {
+                outcomes.push(blocked);
+                continue;
+            }
+            let call = UdfCall {
+                feature: &feature.name,
+                input_names,
+                input_entities,
+                inputs: &inputs,
+                arg_names,
+                args: &self.group.step_args[si],
+                output: &feature.entity,
+                key: self.group.step_keys[si].of(k),
+                now: ctx.now,
+            };
+            match invoke(udf, &call) {
+                Ok(rows) => outcomes.push(Outcome::Present(rows.into())),
+                Err(error) => {
+                    errors += 1;
+                    outcomes.push(Outcome::Error(error.to_string().into()));
+                    self.out.failed(step.feature, k, error);
+                }
+            }
+        }
+        self.finish_step(step.feature, started, errors, outcomes);
+        Ok(())
+    }
+
+    /// Records a step's outcomes and report, and moves to the next step.
+    fn finish_step(
+        &mut self,
+        feature: FeatureId,
+        started: Instant,
+        errors: usize,
+        outcomes: Vec<Outcome>,
+    ) {
+        self.out.steps.push(StepReport {
+            feature,
+            started,
+            elapsed: started.elapsed(),
+            errors,
+        });
+        self.step_out.push(outcomes);
+        self.next += 1;
+    }
+}

@@ -1,0 +1,227 @@
+//! Python UDFs, run in a pool of CPython worker processes — never inside the
+//! server's process: a UDF that loops, crashes, or eats memory costs its own
+//! worker, which is killed and replaced, and the answer for its keys says so.
+//!
+//! How a process uses it: a [`PythonRuntime`] is handed to the spec loader
+//! (`oka_core::loader::UdfRuntimes::python`), which declares each Python UDF to
+//! it and keeps the runner it gets back (a `BatchUdf`); then
+//! [`PythonRuntime::start`] starts the workers, each of which imports every
+//! module and checks every function, or the load is refused with the file,
+//! line and Python's message. The runners share the pool; it stops when the
+//! last of them and the [`PythonPool`] handle are dropped (a reload starts a new
+//! pool beside the old one, which serves the requests that began before it).
+//!
+//! Layout, lowest first:
+//! - `marshal`: the subset of CPython's marshal format the protocol speaks.
+//! - `protocol`: frames, messages and limits (`worker.py` is the other side).
+//! - `decl`: the UDFs as the pool knows them, and their runner.
+//! - `results`: a worker's answer for one key, checked, as records.
+//! - `process`: one worker process, from its start to its end.
+//! - `stats`: the pool's metrics.
+//! - `pool`: the workers, the queue, and how calls become batches.
+//! - `supervise`: each worker's thread: answers, time limits, replacement.
+
+mod decl;
+mod marshal;
+mod pool;
+mod process;
+mod protocol;
+mod results;
+mod stats;
+mod supervise;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use oka_core::batch::{BatchUdf, DeclareError, PythonDecl};
+
+pub use protocol::LoadProblem;
+pub use stats::Health;
+
+use crate::decl::{UdfEntry, describe_problems};
+use crate::pool::{Pool, PoolCell, PythonUdf};
+use crate::process::{Launch, RuntimeDir, StartError};
+
+/// The worker's side of the protocol, written into the runtime folder.
+const WORKER_PY: &str = include_str!("worker.py");
+
+/// How the pool runs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The interpreter (`--python`, `OKA_PYTHON`): a venv's `python` makes its
+    /// libraries importable.
+    pub python: PathBuf,
+    /// Worker processes (`--python-workers`).
+    pub workers: usize,
+    /// Each worker's memory limit in MiB (`--python-memory-mib`; 0: none).
+    pub memory_mib: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            python: PathBuf::from("python3"),
+            workers: 1,
+            memory_mib: 1024,
+        }
+    }
+}
+
+/// Why the pool did not start: every problem, in words.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct StartFailed(pub String);
+
+/// A spec's Python UDFs, declared as the spec loads ([`oka_core::batch::PythonUdfs`]),
+/// then started as a pool.
+#[derive(Debug)]
+pub struct PythonRuntime {
+    config: Config,
+    naive_times: bool,
+    entries: Mutex<Vec<UdfEntry>>,
+    cell: Arc<PoolCell>,
+}
+
+impl PythonRuntime {
+    /// A runtime with `config`, datetimes given to UDFs in UTC.
+    pub fn new(config: Config) -> Self {
+        Self {
+            config,
+            naive_times: false,
+            entries: Mutex::new(Vec::new()),
+            cell: Arc::new(PoolCell::default()),
+        }
+    }
+
+    /// Gives UDFs datetimes without a timezone (UTC, as Volga stored them), and
+    /// takes such datetimes back as UTC.
+    pub fn naive_times(mut self, naive: bool) -> Self {
+        self.naive_times = naive;
+        self
+    }
+
+    /// Starts the workers: each imports every module and checks every
+    /// function. `None` when the spec declared no Python UDF.
+    pub fn start(self) -> Result<Option<PythonPool>, StartFailed> {
+        let udfs = self
+            .entries
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if udfs.is_empty() {
+            return Ok(None);
+        }
+        let dir = RuntimeDir::create(WORKER_PY).map_err(|e| StartFailed(e.to_string()))?;
+        let launch = Launch {
+            python: self.config.python.clone(),
+            memory_mib: self.config.memory_mib,
+            script: dir.script(),
+            dir: dir.path().to_path_buf(),
+        };
+        let workers = self.config.workers.max(1);
+        let pool = Arc::new(Pool::new(udfs, launch, dir, workers));
+        // Every worker starts at once, each on its own thread; the pool serves
+        // once all have loaded.
+        let (tx, rx) = std::sync::mpsc::channel();
+        for i in 0..workers {
+            let (shared, tx) = (Arc::clone(&pool), tx.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("oka-python-{i}"))
+                .spawn(move || supervise::run(shared, i, tx));
+            if let Err(e) = spawned {
+                pool.stop();
+                return Err(StartFailed(format!(
+                    "cannot start the thread that watches Python worker {i}: {}",
+                    oka_core::words::io_reason(&e)
+                )));
+            }
+        }
+        drop(tx);
+        let mut failure = None;
+        for _ in 0..workers {
+            match rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failure = failure.or(Some(e)),
+                Err(_) => {
+                    failure = failure.or(Some(StartError::Interpreter(
+                        "a Python worker's thread ended while it started".to_owned(),
+                    )));
+                    break;
+                }
+            }
+        }
+        if let Some(e) = failure {
+            pool.stop();
+            return Err(StartFailed(match e {
+                StartError::Load(problems) => describe_problems(&pool.udfs, &problems),
+                StartError::Interpreter(why) => why,
+            }));
+        }
+        self.cell.set(pool);
+        Ok(Some(PythonPool { cell: self.cell }))
+    }
+}
+
+impl oka_core::batch::PythonUdfs for PythonRuntime {
+    fn declare(&self, decl: PythonDecl) -> Result<Arc<dyn BatchUdf>, DeclareError> {
+        let entry = UdfEntry::new(decl, self.config.memory_mib, self.naive_times)
+            .map_err(|e| DeclareError { message: e.0 })?;
+        let label = entry.label().to_owned();
+        let mut entries = self
+            .entries
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let index = entries.len();
+        entries.push(entry);
+        Ok(Arc::new(PythonUdf {
+            cell: Arc::clone(&self.cell),
+            index,
+            label,
+        }))
+    }
+}
+
+/// A started pool: its health and metrics. The pool runs while this or any of
+/// its UDFs' runners lives.
+#[derive(Debug, Clone)]
+pub struct PythonPool {
+    cell: Arc<PoolCell>,
+}
+
+impl PythonPool {
+    /// The pool's health.
+    pub fn health(&self) -> Health {
+        self.cell.pool().map_or(
+            Health {
+                alive: 0,
+                workers: 0,
+                last_failure: Some("the pool was stopped".to_owned()),
+            },
+            |p| p.health(),
+        )
+    }
+
+    /// The pool's metric families, for a `prometheus-client` registry.
+    pub fn collector(&self) -> Option<PoolCollector> {
+        self.cell.pool().map(|p| PoolCollector(Arc::clone(p)))
+    }
+
+    /// The UDFs it runs: (feature, `file.py:function`).
+    pub fn udfs(&self) -> Vec<(String, String)> {
+        self.cell.pool().map_or_else(Vec::new, |p| {
+            p.udfs
+                .iter()
+                .map(|u| (u.feature().to_owned(), u.label().to_owned()))
+                .collect()
+        })
+    }
+}
+
+/// The pool's metric families at scrape time (a `prometheus-client` collector).
+#[derive(Debug)]
+pub struct PoolCollector(Arc<Pool>);
+
+impl prometheus_client::collector::Collector for PoolCollector {
+    fn encode(&self, mut enc: prometheus_client::encoding::DescriptorEncoder) -> std::fmt::Result {
+        stats::encode(&self.0.stats, &self.0.health(), &mut enc)
+    }
+}
