@@ -99,9 +99,12 @@ impl UdfRuntime for PoolRuntime {
         "python"
     }
 
+    /// No worker alive and none starting: a worker being replaced (one
+    /// starting) keeps the pool ready, so that one restart does not take the
+    /// instance out of a load balancer.
     fn unready(&self) -> Option<String> {
         let health = self.0.health();
-        (health.alive == 0).then(|| {
+        (health.alive == 0 && health.starting == 0).then(|| {
             format!(
                 "no Python worker is alive (of {}): {}",
                 health.workers,
@@ -125,6 +128,7 @@ impl UdfRuntime for PoolRuntime {
             "runtime": "python",
             "workers": health.workers,
             "alive": health.alive,
+            "starting": health.starting,
             "last_failure": health.last_failure,
             "udfs": self.0.udfs().into_iter()
                 .map(|(feature, source)| serde_json::json!({"feature": feature, "source": source}))

@@ -193,6 +193,7 @@ impl PythonPool {
         self.cell.pool().map_or(
             Health {
                 alive: 0,
+                starting: 0,
                 workers: 0,
                 last_failure: Some("the pool was stopped".to_owned()),
             },

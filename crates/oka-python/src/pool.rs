@@ -3,10 +3,11 @@
 //!
 //! A call (one request's keys for one UDF) is sent at once when a worker is
 //! idle, by the caller's own thread; otherwise it waits in the queue, and the
-//! worker that finishes a batch next takes everything queued (up to
-//! [`MAX_BATCH_KEYS`]) as its next batch. So batches form from the calls that
-//! arrive while the previous one runs: under load they grow, and an idle pool
-//! adds no wait. Each worker has a thread of its own that reads its answers,
+//! worker that finishes a batch next takes every queued call of the UDF at the
+//! queue's head (up to [`MAX_BATCH_KEYS`] keys) as its next batch. So batches
+//! form from the calls that arrive while the previous one runs: under load they
+//! grow, an idle pool adds no wait, and a slow UDF's batch holds no other UDF's
+//! keys. Each worker has a thread of its own that reads its answers,
 //! watches its time limits and replaces it when it dies
 //! ([`supervise`](crate::supervise)).
 
@@ -34,7 +35,7 @@ pub const MAX_QUEUE_KEYS: usize = 100_000;
 pub(crate) const MAX_ATTEMPTS: u8 = 2;
 /// A UDF whose calls killed [`QUARANTINE_AFTER`] workers within
 /// [`QUARANTINE_WINDOW`] fails fast for [`QUARANTINE_FOR`].
-const QUARANTINE_AFTER: usize = 3;
+const QUARANTINE_AFTER: usize = 10;
 const QUARANTINE_WINDOW: Duration = Duration::from_secs(60);
 const QUARANTINE_FOR: Duration = Duration::from_secs(30);
 
@@ -135,6 +136,9 @@ pub(crate) enum Phase {
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub phase: Phase,
+    /// Its last start failed (a module that no longer imports, a missing
+    /// interpreter): calls do not wait for it.
+    pub failing: bool,
     pub writer: Option<Arc<UnixStream>>,
     /// The calls of the batch it runs, in the batch's order.
     pub in_flight: Vec<Pending>,
@@ -146,10 +150,13 @@ pub(crate) const WAIT_FOR_RESTART: Duration = Duration::from_secs(1);
 
 impl Slot {
     /// Whether the worker is dead and will not be back within
-    /// [`WAIT_FOR_RESTART`] (a call waiting for it would likely miss its
-    /// deadline: it is refused at once instead).
+    /// [`WAIT_FOR_RESTART`], or its last start failed (a call waiting for it
+    /// would likely miss its deadline: it is refused at once instead).
     pub(crate) fn gone(&self) -> bool {
-        matches!(self.phase, Phase::Down(at) if at > Instant::now() + WAIT_FOR_RESTART)
+        match self.phase {
+            Phase::Down(at) => self.failing || at > Instant::now() + WAIT_FOR_RESTART,
+            _ => false,
+        }
     }
 }
 
@@ -209,6 +216,7 @@ impl Pool {
         let slots = (0..workers)
             .map(|_| Slot {
                 phase: Phase::Starting,
+                failing: false,
                 writer: None,
                 in_flight: Vec::new(),
                 batch_started: Instant::now(),
@@ -309,27 +317,29 @@ impl Pool {
         }
     }
 
-    /// Gives idle worker `i` the queued calls (up to [`MAX_BATCH_KEYS`] keys;
-    /// calls nobody waits for are dropped): their frame, and where to send it.
-    /// `None` leaves it idle.
+    /// Gives idle worker `i` the queued calls of the UDF at the head of the
+    /// queue (up to [`MAX_BATCH_KEYS`] keys; calls nobody waits for are
+    /// dropped): their frame, and where to send it. `None` leaves it idle.
+    /// One UDF per batch: a slow UDF's batch holds no other UDF's keys.
     pub(crate) fn take_batch(&self, st: &mut State, i: usize) -> Option<Job> {
         let mut calls: Vec<Pending> = Vec::new();
         let mut keys = 0;
-        while let Some(call) = st.queue.front() {
+        let mut rest = VecDeque::with_capacity(st.queue.len());
+        while let Some(call) = st.queue.pop_front() {
             let n = call.left_count();
-            if !calls.is_empty() && keys + n > MAX_BATCH_KEYS {
-                break;
-            }
-            let Some(call) = st.queue.pop_front() else {
-                break;
-            };
-            st.queued_keys = st.queued_keys.saturating_sub(call.done.len());
+            let fits = calls.is_empty() || keys + n <= MAX_BATCH_KEYS;
+            let same = calls.first().is_none_or(|c| c.udf == call.udf);
             if call.abandoned() {
-                continue;
+                st.queued_keys = st.queued_keys.saturating_sub(call.done.len());
+            } else if same && fits {
+                st.queued_keys = st.queued_keys.saturating_sub(call.done.len());
+                keys += n;
+                calls.push(call);
+            } else {
+                rest.push_back(call);
             }
-            keys += n;
-            calls.push(call);
         }
+        st.queue = rest;
         let slot = &mut st.slots[i];
         let writer = slot.writer.clone()?;
         if calls.is_empty() {
@@ -440,6 +450,11 @@ impl Pool {
                 .slots
                 .iter()
                 .filter(|s| matches!(s.phase, Phase::Idle | Phase::Busy))
+                .count(),
+            starting: st
+                .slots
+                .iter()
+                .filter(|s| s.phase == Phase::Starting)
                 .count(),
             workers: st.slots.len(),
             last_failure: st.last_failure.clone(),

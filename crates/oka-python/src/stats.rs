@@ -176,6 +176,8 @@ impl Stats {
 pub struct Health {
     /// Workers able to run a batch now (idle or busy).
     pub alive: usize,
+    /// Workers starting (their modules loading).
+    pub starting: usize,
     /// Workers the pool keeps.
     pub workers: usize,
     /// Why the last worker died or did not start, if one did.

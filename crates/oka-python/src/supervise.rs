@@ -69,6 +69,7 @@ pub(crate) fn run(pool: Arc<Pool>, i: usize, started: mpsc::Sender<Result<(), St
                     error!(worker = i, reason = %why, "a Python worker did not start");
                     pool.stats.restarted(Restart::StartFailed);
                     fails += 1;
+                    pool.lock().slots[i].failing = true;
                     down(&pool, i, why, backoff(fails));
                     continue;
                 }
@@ -139,6 +140,7 @@ fn up(pool: &Pool, i: usize, process: &Process) {
     let slot = &mut st.slots[i];
     slot.writer = Some(Arc::clone(&process.writer));
     slot.phase = Phase::Idle;
+    slot.failing = false;
     let job = pool.take_batch(&mut st, i);
     drop(st);
     if let Some(job) = job {
