@@ -4,7 +4,8 @@
 -- so the generator spends nothing per request beyond handing wrk a ready string.
 -- Every request names OKA_BATCH (default 1) keys `test-id-<k>`, k drawn at random
 -- below OKA_KEYS (default 10,000), of the seed's OKA_FEATURE (default simple_feature),
--- with the seed's argument (multiplier 2.0): the same body as `oka-load`'s.
+-- with the seed's argument (multiplier 2.0): the same body as `oka-load`'s
+-- (OKA_UDF_ARGS replaces the request's `udf_args`).
 --
 -- done() prints one JSON line (prefixed "wrk-json ") with requests, duration, errors
 -- and latency percentiles in microseconds, for the script to read.
@@ -12,6 +13,8 @@
 local keys = tonumber(os.getenv("OKA_KEYS") or "10000")
 local batch = tonumber(os.getenv("OKA_BATCH") or "1")
 local feature = os.getenv("OKA_FEATURE") or "simple_feature"
+-- The request's udf_args (JSON); default: the seed's multiplier for simple_feature.
+local udf_args = os.getenv("OKA_UDF_ARGS") or '{"simple_feature":{"multiplier":2.0}}'
 local count = 4096
 
 local threads = {}
@@ -35,8 +38,8 @@ function init(args)
          parts[b] = string.format('{"id":"test-id-%d"}', math.random(0, keys - 1))
       end
       local body = string.format(
-         '{"target_features":["%s"],"keys":[%s],"udf_args":{"simple_feature":{"multiplier":2.0}}}',
-         feature, table.concat(parts, ","))
+         '{"target_features":["%s"],"keys":[%s],"udf_args":%s}',
+         feature, table.concat(parts, ","), udf_args)
       requests[r] = wrk.format("POST", "/v1/features", headers, body)
    end
 end

@@ -18,20 +18,13 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use crate::entity::Entity;
+use crate::key::KeyValues;
 use crate::udf::{Arg, Input, UdfError};
 use crate::value::{Row, Timestamp, Value};
 
-/// One key of a batch: its inputs (parallel to the feature's dependencies) and
-/// its values of the output entity's key fields.
-#[derive(Debug, Clone)]
-pub struct BatchKey {
-    /// Each dependency's record (`latest`) or records (`range`, `last_n`).
-    pub inputs: Vec<Input>,
-    /// The request's key values for the output entity's key fields.
-    pub key: Vec<Value>,
-}
-
-/// The keys of one request for one UDF, with what they share.
+/// The keys of one request for one UDF, with what they share. Laid out flat
+/// (one allocation for every key's inputs), since a batch may hold thousands
+/// of keys.
 #[derive(Debug, Clone)]
 pub struct UdfBatch {
     /// The request's UDF arguments (parallel to the feature's arguments; the
@@ -39,14 +32,47 @@ pub struct UdfBatch {
     pub args: Vec<Value>,
     /// The request time (an output's timestamp when the UDF gives none).
     pub now: Timestamp,
-    /// The keys, each with its inputs.
-    pub keys: Vec<BatchKey>,
+    /// Each key's inputs, [`Self::width`] at a time (parallel to the feature's
+    /// dependencies): a record (`latest`) or records (`range`, `last_n`).
+    pub inputs: Vec<Input>,
+    /// Inputs per key.
+    pub width: usize,
+    /// Per key of the batch, its index in `key_values`.
+    pub keys: Vec<usize>,
+    /// The request's values of the output entity's key fields, per key of the
+    /// request's key list.
+    pub key_values: KeyValues,
     /// When the request's answer is due: past it, nobody waits for this batch.
     pub deadline: Option<Instant>,
 }
 
-/// One key's result: its records, or why it has none.
-pub type KeyResult = Result<Vec<Row>, UdfError>;
+impl UdfBatch {
+    /// How many keys.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there are no keys.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Key `k`'s inputs.
+    pub fn inputs(&self, k: usize) -> &[Input] {
+        let start = k.saturating_mul(self.width);
+        self.inputs
+            .get(start..start.saturating_add(self.width))
+            .unwrap_or(&[])
+    }
+
+    /// Key `k`'s values of the output entity's key fields.
+    pub fn key(&self, k: usize) -> &[Value] {
+        self.keys.get(k).map_or(&[], |&i| self.key_values.of(i))
+    }
+}
+
+/// One key's result: its records, or why there are none.
+pub type KeyResult = Result<Arc<[Row]>, UdfError>;
 
 /// Why a whole batch has no answer. Each names the UDF and says what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -215,7 +241,10 @@ mod tests {
         let batch = UdfBatch {
             args: Vec::new(),
             now: Timestamp(0),
+            inputs: Vec::new(),
+            width: 0,
             keys: Vec::new(),
+            key_values: KeyValues::default(),
             deadline: None,
         };
         let err = block_on(udf.call(batch)).unwrap_err();

@@ -168,7 +168,7 @@ impl UdfEntry {
         w.dict_end();
         w.list(keys.len());
         for k in keys {
-            let inputs = &batch.keys[k].inputs;
+            let inputs = batch.inputs(k);
             w.tuple(inputs.len());
             for (input, decl) in inputs.iter().zip(&self.decl.inputs) {
                 match input {

@@ -12,27 +12,40 @@ use std::collections::HashMap;
 
 use oka_core::Value;
 
-const NONE: u8 = b'N';
-const FALSE: u8 = b'F';
-const TRUE: u8 = b'T';
-const INT: u8 = b'i';
-const LONG: u8 = b'l';
-const BINARY_FLOAT: u8 = b'g';
-const UNICODE: u8 = b'u';
+/// `None`.
+pub const NONE: u8 = b'N';
+/// `False`.
+pub const FALSE: u8 = b'F';
+/// `True`.
+pub const TRUE: u8 = b'T';
+/// An int within 32 bits.
+pub const INT: u8 = b'i';
+/// A longer int.
+pub const LONG: u8 = b'l';
+/// A float.
+pub const BINARY_FLOAT: u8 = b'g';
+/// A string.
+pub const UNICODE: u8 = b'u';
 const SHORT_ASCII_INTERNED: u8 = b'Z';
 const REF: u8 = b'r';
-const TUPLE: u8 = b'(';
-const LIST: u8 = b'[';
+/// A tuple.
+pub const TUPLE: u8 = b'(';
+/// A list.
+pub const LIST: u8 = b'[';
 const DICT: u8 = b'{';
 const NULL: u8 = b'0';
 const FLAG_REF: u8 = 0x80;
+/// Names a writer looks up in order before it hashes.
+const FEW_NAMES: usize = 16;
 
 /// Writes marshal data into a buffer.
 #[derive(Debug)]
 pub struct Writer<'a> {
     out: &'a mut Vec<u8>,
     /// Names written with a reference flag, by their text's address and length:
-    /// the reference index of each.
+    /// the reference index of each. The first few are looked up in order (a
+    /// frame has the columns of an entity or two), the rest by hash.
+    few: Vec<((usize, usize), u32)>,
     names: HashMap<(usize, usize), u32>,
     refs: u32,
 }
@@ -42,6 +55,7 @@ impl<'a> Writer<'a> {
     pub fn new(out: &'a mut Vec<u8>) -> Self {
         Self {
             out,
+            few: Vec::new(),
             names: HashMap::new(),
             refs: 0,
         }
@@ -97,7 +111,12 @@ impl<'a> Writer<'a> {
     /// as long as the writer (its address identifies it).
     pub fn name(&mut self, s: &'a str) {
         let id = (s.as_ptr() as usize, s.len());
-        if let Some(&r) = self.names.get(&id) {
+        let known = match self.few.iter().find(|(n, _)| *n == id) {
+            Some((_, r)) => Some(*r),
+            None if self.few.len() == FEW_NAMES => self.names.get(&id).copied(),
+            None => None,
+        };
+        if let Some(r) = known {
             self.out.push(REF);
             self.out.extend_from_slice(&r.to_le_bytes());
             return;
@@ -106,7 +125,11 @@ impl<'a> Writer<'a> {
             self.out.push(SHORT_ASCII_INTERNED | FLAG_REF);
             self.out.push(s.len() as u8);
             self.out.extend_from_slice(s.as_bytes());
-            self.names.insert(id, self.refs);
+            if self.few.len() < FEW_NAMES {
+                self.few.push((id, self.refs));
+            } else {
+                self.names.insert(id, self.refs);
+            }
             self.refs += 1;
         } else {
             self.str(s);
@@ -255,6 +278,64 @@ impl<'a> Reader<'a> {
         self.obj_at(0)
     }
 
+    /// The type of the next value, without reading it.
+    pub fn peek(&self) -> Result<u8, ReadError> {
+        self.data.get(self.at).copied().ok_or(ReadError::Truncated)
+    }
+
+    /// The length of the next value, a tuple or list (its items follow).
+    pub fn seq(&mut self) -> Result<usize, ReadError> {
+        match self.byte()? {
+            TUPLE | LIST => {
+                let n = self.len()?;
+                if n > self.remaining() {
+                    return Err(ReadError::Truncated);
+                }
+                Ok(n)
+            }
+            other => Err(ReadError::Type(other)),
+        }
+    }
+
+    /// The next value, an int: `None` past 64 bits.
+    pub fn int(&mut self) -> Result<Option<i64>, ReadError> {
+        match self.byte()? {
+            INT => Ok(Some(i64::from(i32::from_le_bytes(self.array()?)))),
+            LONG => Ok(self.long()?.as_int()),
+            other => Err(ReadError::Type(other)),
+        }
+    }
+
+    /// The next value, a float.
+    pub fn float(&mut self) -> Result<f64, ReadError> {
+        match self.byte()? {
+            BINARY_FLOAT => Ok(f64::from_le_bytes(self.array()?)),
+            other => Err(ReadError::Type(other)),
+        }
+    }
+
+    /// The next value, a string: its text, or its length when it is not
+    /// valid UTF-8.
+    pub fn str(&mut self) -> Result<Result<&'a str, usize>, ReadError> {
+        match self.byte()? {
+            UNICODE => {
+                let n = self.len()?;
+                let bytes = self.take(n)?;
+                Ok(std::str::from_utf8(bytes).map_err(|_| n))
+            }
+            other => Err(ReadError::Type(other)),
+        }
+    }
+
+    /// The next value, a string or `None`.
+    pub fn opt_str(&mut self) -> Result<Option<&'a str>, ReadError> {
+        if self.peek()? == NONE {
+            self.at += 1;
+            return Ok(None);
+        }
+        Ok(self.str()?.ok())
+    }
+
     fn obj_at(&mut self, depth: usize) -> Result<Obj, ReadError> {
         if depth > MAX_DEPTH {
             return Err(ReadError::TooDeep);
@@ -341,10 +422,6 @@ impl<'a> Reader<'a> {
         let b = self.peek()?;
         self.at += 1;
         Ok(b)
-    }
-
-    fn peek(&self) -> Result<u8, ReadError> {
-        self.data.get(self.at).copied().ok_or(ReadError::Truncated)
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], ReadError> {

@@ -250,7 +250,7 @@ impl Pool {
     /// Runs `batch` with UDF `udf`.
     pub(crate) fn submit(self: &Arc<Self>, udf: usize, batch: UdfBatch) -> BatchFuture {
         let (tx, rx) = oneshot::channel();
-        let keys = batch.keys.len();
+        let keys = batch.len();
         let pending = Pending {
             udf,
             done: (0..keys).map(|_| None).collect(),
@@ -363,7 +363,10 @@ impl Pool {
     /// The `batch` message for `calls`: per call its UDF, arguments and the
     /// inputs of the keys still to run.
     fn frame(&self, calls: &[Pending]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + 96 * calls.len());
+        // Room for a key's inputs as the seed's records need (about 60 bytes),
+        // so a batch is written without growing its buffer.
+        let keys: usize = calls.iter().map(Pending::left_count).sum();
+        let mut out = Vec::with_capacity(256 + 96 * keys);
         let mut w = Writer::new(&mut out);
         w.tuple(2);
         w.str("batch");

@@ -68,8 +68,9 @@ pub struct Process {
     /// Frames read so far.
     pub frames: FrameReader,
     progress: File,
-    /// The worker's monotonic clock at `clock.0`, in nanoseconds.
-    clock: (Instant, i64),
+    /// The row last seen running: its batch (when that was sent), its index,
+    /// and when it was first seen.
+    seen: Option<(Instant, usize, Instant)>,
     /// When it started.
     pub started: Instant,
     /// Its process id.
@@ -138,7 +139,7 @@ impl Process {
                 writer: Arc::new(writer),
                 frames: FrameReader::default(),
                 progress,
-                clock: (Instant::now(), 0),
+                seen: None,
                 started: Instant::now(),
                 pid: 0,
             },
@@ -177,7 +178,6 @@ impl Process {
                 tail,
             )
         })?;
-        self.clock = (Instant::now(), hello.monotonic_ns);
         self.pid = u32::try_from(hello.pid).unwrap_or(0);
         let (major, minor, micro) = hello.python;
         if hello.protocol != PROTOCOL {
@@ -253,25 +253,37 @@ impl Process {
         }
     }
 
-    /// Where the worker is in its batch.
-    pub fn progress(&self) -> Option<Progress> {
-        let mut buf = [0u8; 16];
+    /// Where the worker is in the batch sent at `batch`: the row it runs (the
+    /// worker writes its index into shared memory before each row) and since
+    /// when, as first seen here (so at most a look's interval late).
+    pub fn progress(&mut self, batch: Instant) -> Option<Progress> {
+        let mut buf = [0u8; 8];
         self.progress.read_exact_at(&mut buf, 0).ok()?;
-        let row = i64::from_le_bytes(buf[..8].try_into().ok()?);
-        let ns = i64::from_le_bytes(buf[8..].try_into().ok()?);
-        let offset = ns.saturating_sub(self.clock.1);
-        let since = if offset >= 0 {
-            self.clock.0 + Duration::from_nanos(offset as u64)
-        } else {
-            self.clock
-                .0
-                .checked_sub(Duration::from_nanos(offset.unsigned_abs()))
-                .unwrap_or(self.clock.0)
+        let Ok(row) = usize::try_from(i64::from_le_bytes(buf)) else {
+            return Some(Progress {
+                row: None,
+                since: batch,
+            });
+        };
+        let since = match self.seen {
+            Some((b, r, since)) if b == batch && r == row => since,
+            _ => {
+                let now = Instant::now();
+                self.seen = Some((batch, row, now));
+                now
+            }
         };
         Some(Progress {
-            row: usize::try_from(row).ok(),
+            row: Some(row),
             since,
         })
+    }
+
+    /// The row the worker was running when it ended, if any.
+    pub fn last_row(&self) -> Option<usize> {
+        let mut buf = [0u8; 8];
+        self.progress.read_exact_at(&mut buf, 0).ok()?;
+        usize::try_from(i64::from_le_bytes(buf)).ok()
     }
 
     /// Kills the worker (if it still runs) and reaps it: how it ended.

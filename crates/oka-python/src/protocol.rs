@@ -132,8 +132,6 @@ pub struct Hello {
     pub python: (i64, i64, i64),
     /// Its process id.
     pub pid: i64,
-    /// Its monotonic clock when it wrote the message, in nanoseconds.
-    pub monotonic_ns: i64,
 }
 
 impl Hello {
@@ -147,11 +145,10 @@ impl Hello {
         let version = parts.get(2).and_then(Obj::as_list).unwrap_or_default();
         let v = |i: usize| version.get(i).and_then(Obj::as_int);
         match (parts.first().and_then(Obj::as_str), int(1), int(3), int(4)) {
-            (Some("hello"), Some(protocol), Some(pid), Some(monotonic_ns)) => Ok(Self {
+            (Some("hello"), Some(protocol), Some(pid), Some(_)) => Ok(Self {
                 protocol,
                 python: (v(0).unwrap_or(0), v(1).unwrap_or(0), v(2).unwrap_or(0)),
                 pid,
-                monotonic_ns,
             }),
             _ => Err(bad("a first message that is not Oka's worker saying hello")),
         }
@@ -206,50 +203,36 @@ pub fn parse_loaded(frame: &[u8]) -> Result<Vec<LoadProblem>, ProtocolError> {
         .collect()
 }
 
-/// The header of a `done` frame; the rows' chunks follow it.
+/// A `done` frame: `('done', flags, times, answers)`; the answers, one per
+/// row, are read from [`Done::answers_at`] on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Done {
     /// A UDF ran out of memory: the worker is to be replaced.
     pub out_of_memory: bool,
     /// Per group of the batch: the UDF and its time in Python, in nanoseconds.
     pub times: Vec<(usize, u64)>,
-    /// Each row's chunk, in order.
-    pub rows: Vec<std::ops::Range<usize>>,
+    /// How many answers there are.
+    pub answers: usize,
+    /// Where in the frame the first answer begins.
+    pub answers_at: usize,
 }
 
 impl Done {
-    /// Parses a `done` frame's header and finds each row's bytes in it.
+    /// Parses a `done` frame up to its answers.
     pub fn parse(frame: &[u8]) -> Result<Self, ProtocolError> {
-        let mut reader = Reader::new(frame);
-        let obj = reader
-            .obj()
-            .map_err(|e| bad(format!("an unreadable batch answer ({e})")))?;
-        let parts = obj.as_list().unwrap_or_default();
-        let (Some("done"), Some(flags), Some(times), Some(sizes)) = (
-            parts.first().and_then(Obj::as_str),
-            parts.get(1).and_then(Obj::as_int),
-            parts.get(2).and_then(Obj::as_list),
-            parts.get(3).and_then(Obj::as_list),
-        ) else {
+        let unreadable =
+            |e: crate::marshal::ReadError| bad(format!("an unreadable batch answer ({e})"));
+        let mut r = Reader::new(frame);
+        let fields = r.seq().map_err(unreadable)?;
+        let kind = r.obj().map_err(unreadable)?;
+        let flags = r.obj().map_err(unreadable)?;
+        let times = r.obj().map_err(unreadable)?;
+        let (4, Some("done"), Some(flags), Some(times)) =
+            (fields, kind.as_str(), flags.as_int(), times.as_list())
+        else {
             return Err(bad("a batch answer that is not `done`"));
         };
-        let mut at = frame.len() - reader.remaining();
-        let mut rows = Vec::with_capacity(sizes.len());
-        for size in sizes {
-            let size = size
-                .as_int()
-                .and_then(|s| usize::try_from(s).ok())
-                .ok_or_else(|| bad("a row size that is not a count"))?;
-            let end = at
-                .checked_add(size)
-                .filter(|&e| e <= frame.len())
-                .ok_or_else(|| bad("row sizes past the end of the answer"))?;
-            rows.push(at..end);
-            at = end;
-        }
-        if at != frame.len() {
-            return Err(bad("bytes after the last row of a batch answer"));
-        }
+        let answers = r.seq().map_err(unreadable)?;
         let times = times
             .chunks(2)
             .filter_map(|pair| match pair {
@@ -263,7 +246,8 @@ impl Done {
         Ok(Self {
             out_of_memory: flags & 1 != 0,
             times,
-            rows,
+            answers,
+            answers_at: frame.len() - r.remaining(),
         })
     }
 }

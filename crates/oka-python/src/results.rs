@@ -1,14 +1,19 @@
-//! One key's answer from a worker (a marshal chunk: see `worker.py`) as the
-//! executor takes it: the output's records, or why there are none. The worker
-//! checked the result against the output's types already; the server checks
-//! again, since the worker runs the user's code, and a value that does not fit
-//! fails its key, never the server.
+//! One key's answer from a worker (see `worker.py`) as the executor takes it:
+//! the output's records, or why there are none. The worker checked the result
+//! against the output's types already; the server checks again while it reads
+//! it (straight into values, without an intermediate tree), since the worker
+//! runs the user's code: a value that does not fit fails its key, never the
+//! server.
+
+use std::sync::Arc;
 
 use oka_core::batch::KeyResult;
-use oka_core::{FieldType, Row, Timestamp, UdfError, Value};
+use oka_core::{Entity, FieldType, Row, Timestamp, UdfError, Value};
 
 use crate::decl::UdfEntry;
-use crate::marshal::{Obj, Reader};
+use crate::marshal::{
+    BINARY_FLOAT, FALSE, INT, LIST, LONG, NONE, Obj, ReadError, Reader, TRUE, TUPLE, UNICODE,
+};
 
 /// What a worker's answer for one key said besides its records.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -18,132 +23,183 @@ pub struct Notes {
     pub traceback: Option<String>,
 }
 
-/// Decodes `chunk`, the answer for one key of `udf` whose output key values are
-/// `key`, at request time `now`.
-pub fn decode(udf: &UdfEntry, chunk: &[u8], key: &[Value], now: Timestamp) -> (KeyResult, Notes) {
+/// The key a record is for: its output key values, and the request time.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyContext<'k> {
+    /// The request's values of the output entity's key fields.
+    pub key: &'k [Value],
+    /// The request time (a record's timestamp when the UDF gives none).
+    pub now: Timestamp,
+}
+
+/// Reads one key's answer of `udf` from `r`. `Err` is an answer that cannot be
+/// read at all (the frame is broken); a readable answer that does not fit is
+/// the key's error.
+pub fn decode(
+    udf: &UdfEntry,
+    r: &mut Reader<'_>,
+    ctx: KeyContext<'_>,
+) -> Result<(KeyResult, Notes), ReadError> {
     let mut notes = Notes::default();
-    let obj = match Reader::new(chunk).obj() {
-        Ok(obj) => obj,
-        Err(e) => {
-            return (
-                Err(udf.worker_fault(&format!("an unreadable answer ({e})"))),
-                notes,
-            );
+    let fields = r.seq()?;
+    let status = r.int()?;
+    let result = match (status, fields) {
+        (Some(0), 3) => record(udf, r, ctx)?.map(|row| Arc::from([row])),
+        (Some(3), 2) => {
+            let n = r.seq()?;
+            let mut rows = Vec::with_capacity(n);
+            let mut failed = None;
+            for _ in 0..n {
+                if r.seq()? != 2 {
+                    return Err(ReadError::Type(TUPLE));
+                }
+                match record(udf, r, ctx)? {
+                    Ok(row) => rows.push(row),
+                    Err(e) => failed = failed.or(Some(e)),
+                }
+            }
+            failed.map_or_else(|| Ok(rows.into()), Err)
         }
-    };
-    let parts = obj.as_list().unwrap_or_default();
-    let status = parts.first().and_then(Obj::as_int);
-    let text = |i: usize| parts.get(i).and_then(Obj::as_str).unwrap_or("");
-    let result = match status {
-        Some(0) => record(udf, parts.get(1), parts.get(2), key, now).map(|r| vec![r]),
-        Some(3) => match parts.get(1).and_then(Obj::as_list) {
-            Some(records) => records
-                .iter()
-                .map(|r| {
-                    let r = r.as_list().unwrap_or_default();
-                    record(udf, r.first(), r.get(1), key, now)
-                })
-                .collect(),
-            None => Err(udf.worker_fault("a list of records that is not a list")),
-        },
-        Some(1) => {
-            notes.traceback = parts.get(3).and_then(Obj::as_str).map(str::to_owned);
-            Err(UdfError::failed(if text(2).is_empty() {
-                text(1).to_owned()
+        (Some(1), 4) => {
+            let kind = text(r)?;
+            let message = text(r)?;
+            notes.traceback = r.opt_str()?.map(str::to_owned);
+            Err(UdfError::failed(if message.is_empty() {
+                kind
             } else {
-                format!("{}: {}", text(1), text(2))
+                format!("{kind}: {message}")
             }))
         }
-        Some(2) => Err(UdfError::failed(format!(
+        (Some(2), 2) => Err(UdfError::failed(format!(
             "`{}` ({}): {}",
             udf.feature(),
             udf.label(),
-            text(1)
+            text(r)?
         ))),
-        Some(4) => Err(UdfError::failed(format!(
+        (Some(4), 2) => Err(UdfError::failed(format!(
             "{} (the worker's limit is {} MiB, --python-memory-mib); the worker is replaced",
-            text(1),
+            text(r)?,
             udf.memory_mib()
         ))),
-        _ => Err(udf.worker_fault("an answer of an unknown kind")),
+        _ => return Err(ReadError::Type(TUPLE)),
     };
-    (result, notes)
+    Ok((result, notes))
 }
 
-/// One record: `values` in the output entity's column order, `omitted` the bit
+/// A string the worker wrote (its text, however it was encoded).
+fn text(r: &mut Reader<'_>) -> Result<String, ReadError> {
+    Ok(match r.str()? {
+        Ok(s) => s.to_owned(),
+        Err(_) => "<text that is not UTF-8>".to_owned(),
+    })
+}
+
+/// One record: its values in the output entity's column order, then the bit
 /// set of the columns the UDF did not give (keys from the request, the
 /// timestamp `now`).
 fn record(
     udf: &UdfEntry,
-    values: Option<&Obj>,
-    omitted: Option<&Obj>,
-    key: &[Value],
-    now: Timestamp,
-) -> Result<Row, UdfError> {
-    let entity = udf.output();
-    let (Some(values), Some(omitted)) = (values.and_then(Obj::as_list), omitted) else {
-        return Err(udf.worker_fault("a record without its values"));
-    };
-    if values.len() != entity.columns.len() {
-        return Err(udf.worker_fault("a record with another number of columns"));
+    r: &mut Reader<'_>,
+    ctx: KeyContext<'_>,
+) -> Result<Result<Row, UdfError>, ReadError> {
+    let entity: &Entity = udf.output();
+    if r.seq()? != entity.columns.len() {
+        return Err(ReadError::Type(LIST));
     }
-    let omitted = match omitted {
-        Obj::Int(m) => u64::try_from(*m).unwrap_or(0),
-        Obj::BigInt => u64::MAX,
-        _ => 0,
+    // Built where the row keeps them: one allocation.
+    let mut columns: Arc<[Value]> =
+        std::iter::repeat_n(Value::Null, entity.columns.len()).collect();
+    let Some(slots) = Arc::get_mut(&mut columns) else {
+        return Err(ReadError::Truncated);
     };
-    let mut columns = Vec::with_capacity(values.len());
-    let mut event_time = now;
-    for (i, (obj, column)) in values.iter().zip(&entity.columns).enumerate() {
-        let value = if i < 64 && omitted & (1 << i) != 0 {
-            match entity.key_index.iter().position(|&k| k == i) {
-                Some(k) => key.get(k).cloned().unwrap_or(Value::Null),
-                None if i == entity.timestamp_index => Value::Timestamp(now),
-                None => return Err(udf.worker_fault("a value field marked as not given")),
-            }
-        } else {
-            value(&column.ty, obj).map_err(|got| {
-                udf.worker_fault(&format!(
-                    "field `{}` as {got}, which is not a {}",
-                    column.name, column.ty
-                ))
-            })?
-        };
-        if i == entity.timestamp_index
-            && let Value::Timestamp(t) = value
-        {
-            event_time = t;
+    let mut wrong = None;
+    for (column, slot) in entity.columns.iter().zip(slots.iter_mut()) {
+        match value(&column.ty, r)? {
+            Ok(v) => *slot = v,
+            Err(got) => wrong = wrong.or(Some((column, got))),
         }
-        columns.push(value);
     }
-    Ok(Row::new(event_time, columns))
+    let omitted = r.int()?.map_or(u64::MAX, |m| u64::try_from(m).unwrap_or(0));
+    if let Some((column, got)) = wrong {
+        return Ok(Err(udf.worker_fault(&format!(
+            "field `{}` as {got}, which is not a {}",
+            column.name, column.ty
+        ))));
+    }
+    let mut event_time = ctx.now;
+    for (i, v) in slots.iter_mut().enumerate() {
+        if i < 64 && omitted & (1 << i) != 0 {
+            *v = match entity.key_index.iter().position(|&k| k == i) {
+                Some(k) => ctx.key.get(k).cloned().unwrap_or(Value::Null),
+                None if i == entity.timestamp_index => Value::Timestamp(ctx.now),
+                None => return Ok(Err(udf.worker_fault("a value field marked as not given"))),
+            };
+        }
+        if i == entity.timestamp_index
+            && let Value::Timestamp(t) = v
+        {
+            event_time = *t;
+        }
+    }
+    Ok(Ok(Row::new(event_time, columns)))
 }
 
-/// `obj` as a value of type `ty`; else what it was, in words.
-fn value(ty: &FieldType, obj: &Obj) -> Result<Value, &'static str> {
-    Ok(match (ty, obj) {
-        (_, Obj::None) => Value::Null,
-        (FieldType::Float, Obj::Float(f)) if f.is_finite() => Value::Float(*f),
-        (FieldType::Int, Obj::Int(i)) => Value::Int(*i),
-        (FieldType::Bool, Obj::Bool(b)) => Value::Bool(*b),
-        (FieldType::String, Obj::Str(s)) => Value::String(s.as_str().into()),
-        (FieldType::Timestamp, Obj::Int(us)) if Timestamp(*us).is_rfc3339() => {
-            Value::Timestamp(Timestamp(*us))
+/// The next value as one of type `ty`; else (read past) what it was, in words.
+fn value(ty: &FieldType, r: &mut Reader<'_>) -> Result<Result<Value, &'static str>, ReadError> {
+    let next = r.peek()?;
+    Ok(Ok(match (ty, next) {
+        (_, NONE) => {
+            r.obj()?;
+            Value::Null
         }
-        (FieldType::List(inner), Obj::List(items)) => Value::List(
-            items
-                .iter()
-                .map(|item| value(inner, item))
-                .collect::<Result<Vec<_>, _>>()?
-                .into(),
-        ),
-        (_, Obj::Float(_)) => return Err("a float"),
-        (_, Obj::Int(_)) => return Err("an int"),
-        (_, Obj::BigInt) => return Err("an int past 64 bits"),
-        (_, Obj::Bool(_)) => return Err("a bool"),
-        (_, Obj::Str(_)) => return Err("a string"),
-        (_, Obj::BadStr(_)) => return Err("a string that is not valid UTF-8"),
-        (_, Obj::List(_)) => return Err("a list"),
-        (_, Obj::Dict(_)) => return Err("a dict"),
-    })
+        (FieldType::Float, BINARY_FLOAT) => {
+            let f = r.float()?;
+            if !f.is_finite() {
+                return Ok(Err("a float that is not finite"));
+            }
+            Value::Float(f)
+        }
+        (FieldType::Int, INT | LONG) => match r.int()? {
+            Some(i) => Value::Int(i),
+            None => return Ok(Err("an int past 64 bits")),
+        },
+        (FieldType::Bool, TRUE | FALSE) => {
+            r.obj()?;
+            Value::Bool(next == TRUE)
+        }
+        (FieldType::String, UNICODE) => match r.str()? {
+            Ok(s) => Value::String(s.into()),
+            Err(_) => return Ok(Err("a string that is not valid UTF-8")),
+        },
+        (FieldType::Timestamp, INT | LONG) => match r.int()?.map(Timestamp) {
+            Some(t) if t.is_rfc3339() => Value::Timestamp(t),
+            _ => return Ok(Err("a time outside the years 0000–9999")),
+        },
+        (FieldType::List(inner), LIST | TUPLE) => {
+            let n = r.seq()?;
+            let mut items = Vec::with_capacity(n);
+            let mut wrong = None;
+            for _ in 0..n {
+                match value(inner, r)? {
+                    Ok(v) => items.push(v),
+                    Err(got) => wrong = wrong.or(Some(got)),
+                }
+            }
+            match wrong {
+                Some(got) => return Ok(Err(got)),
+                None => Value::List(items.into()),
+            }
+        }
+        _ => {
+            return Ok(Err(match r.obj()? {
+                Obj::None => "None",
+                Obj::Bool(_) => "a bool",
+                Obj::Int(_) | Obj::BigInt => "an int",
+                Obj::Float(_) => "a float",
+                Obj::Str(_) | Obj::BadStr(_) => "a string",
+                Obj::List(_) => "a list",
+                Obj::Dict(_) => "a dict",
+            }));
+        }
+    }))
 }

@@ -12,10 +12,11 @@ use oka_core::UdfError;
 use oka_core::batch::BatchError;
 use tracing::{error, warn};
 
+use crate::marshal::Reader;
 use crate::pool::{Pending, Phase, Pool, Slot, send};
 use crate::process::{Process, StartError, describe_exit};
 use crate::protocol::{Done, FrameError};
-use crate::results;
+use crate::results::{self, KeyContext};
 use crate::stats::Restart;
 
 /// A worker that lived this long is healthy: the backoff starts over.
@@ -200,7 +201,7 @@ fn serve(pool: &Pool, i: usize, process: &mut Process) -> Ended {
                 if pool.stopping.load(Ordering::Acquire) {
                     return Ended::Stopping;
                 }
-                let row = process.progress().and_then(|p| p.row);
+                let row = process.last_row();
                 let how = match e {
                     FrameError::TooLarge(_) => {
                         process.kill();
@@ -228,11 +229,11 @@ fn answered(pool: &Pool, i: usize, process: &mut Process, frame: &[u8]) -> Optio
     let mut st = pool.lock();
     let expected: usize = st.slots[i].in_flight.iter().map(Pending::left_count).sum();
     let done = match done {
-        Ok(d) if d.rows.len() == expected => d,
+        Ok(d) if d.answers == expected => d,
         other => {
             drop(st);
             let what = match other {
-                Ok(d) => format!("{} answers to a batch of {expected} keys", d.rows.len()),
+                Ok(d) => format!("{} answers to a batch of {expected} keys", d.answers),
                 Err(e) => e.to_string(),
             };
             process.kill();
@@ -255,7 +256,20 @@ fn answered(pool: &Pool, i: usize, process: &mut Process, frame: &[u8]) -> Optio
     if let Some(job) = next {
         send(job);
     }
-    deliver(pool, calls, &done, frame);
+    if !deliver(pool, calls, &done, frame) {
+        process.kill();
+        recover(
+            pool,
+            i,
+            &Cause::Died("it sent an answer that cannot be read".to_owned()),
+            None,
+        );
+        return Some(Ended::Replaced {
+            reason: Restart::Protocol,
+            why: "a Python worker broke the protocol: it sent an answer that cannot be read"
+                .to_owned(),
+        });
+    }
     done.out_of_memory.then(|| Ended::Replaced {
         reason: Restart::Memory,
         why: format!(
@@ -265,39 +279,54 @@ fn answered(pool: &Pool, i: usize, process: &mut Process, frame: &[u8]) -> Optio
     })
 }
 
-/// Decodes each key's answer and answers each call.
-fn deliver(pool: &Pool, calls: Vec<Pending>, done: &Done, frame: &[u8]) {
-    let mut rows = done.rows.iter();
+/// Decodes each key's answer and answers each call. An answer that cannot be
+/// read fails its key and every key after it (the worker is replaced).
+fn deliver(pool: &Pool, calls: Vec<Pending>, done: &Done, frame: &[u8]) -> bool {
+    let mut r = Reader::new(frame.get(done.answers_at..).unwrap_or_default());
+    let mut broken = None;
     for mut call in calls {
         let udf = &pool.udfs[call.udf];
         let left: Vec<usize> = call.left().collect();
         for k in left {
-            let Some(range) = rows.next() else {
-                break;
+            let ctx = KeyContext {
+                key: call.batch.key(k),
+                now: call.batch.now,
             };
-            let key = &call.batch.keys[k].key;
-            let (result, notes) = results::decode(udf, &frame[range.clone()], key, call.batch.now);
-            if let Some(tb) = notes.traceback {
-                warn!(feature = %udf.feature(), udf = %udf.label(), "a Python UDF raised (its traceback; later ones within 10 s are not logged):\n{}", tb.trim_end());
-            }
-            call.done[k] = Some(result);
+            let decoded = match broken {
+                None => results::decode(udf, &mut r, ctx).map_err(|e| e.to_string()),
+                Some(ref e) => Err(String::clone(e)),
+            };
+            call.done[k] = Some(match decoded {
+                Ok((result, notes)) => {
+                    if let Some(tb) = notes.traceback {
+                        warn!(feature = %udf.feature(), udf = %udf.label(), "a Python UDF raised (its traceback; later ones within 10 s are not logged):\n{}", tb.trim_end());
+                    }
+                    result
+                }
+                Err(e) => {
+                    let error = udf.worker_fault(&format!("an answer that cannot be read ({e})"));
+                    broken = Some(e);
+                    Err(error)
+                }
+            });
         }
         call.finish_if_done();
     }
     for &(u, ns) in &done.times {
         pool.stats.udf_time(u, Duration::from_nanos(ns));
     }
+    broken.is_none()
 }
 
 /// Whether worker `i`'s row has run past its UDF's limit (then the worker is
 /// killed and its calls answered or re-queued).
 fn overdue(pool: &Pool, i: usize, process: &mut Process) -> Option<Ended> {
-    let progress = process.progress()?;
     let st = pool.lock();
     let slot = &st.slots[i];
     if slot.phase != Phase::Busy {
         return None;
     }
+    let progress = process.progress(slot.batch_started)?;
     let Some(row) = progress.row else {
         if slot.batch_started.elapsed() < HUNG_AFTER {
             return None;

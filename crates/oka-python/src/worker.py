@@ -9,7 +9,7 @@ little-endian length, then marshal data:
     server -> worker  ('load', config, udfs)
     worker -> server  ('loaded', problems)      problems: [(udf, file, line, message)]
     server -> worker  ('batch', [udf, kwargs, rows, udf, kwargs, rows, ...])
-    worker -> server  ('done', flags, times, sizes), then one marshal chunk per row
+    worker -> server  ('done', flags, times, answers)    one answer per row
 
 A row is a tuple of the UDF's inputs (a dict of columns, or a list of them);
 timestamps travel as microseconds since the epoch and become datetimes here.
@@ -22,8 +22,9 @@ Each row's answer is one of:
     (4, message)               MemoryError: the worker is replaced after this batch
 
 `omitted` has bit j set when column j (a key or the timestamp) was not given.
-Before each row the worker writes (row index, monotonic_ns) into the progress
-file, which the server reads to tell which row ran too long or crashed.
+Before each row the worker writes the row's index into the progress file
+(shared memory; -1 between batches), which the server reads to tell which row
+ran too long or crashed.
 """
 
 import datetime
@@ -181,75 +182,140 @@ def _as_dict(r, names):
     raise Bad("returned %s; return a dict of the output's fields (%s)" % (describe(r), ", ".join(names)))
 
 
+def _missing(name, d):
+    have = ", ".join(map(str, d)) or "nothing"
+    raise Bad("field `%s` is missing from the result (it has: %s)" % (name, have))
+
+
+def _unknown(d, nameset, names):
+    extra = [str(k) for k in d if k not in nameset]
+    raise Bad(
+        "unknown field%s %s in the result (the output has: %s)"
+        % ("s" if len(extra) > 1 else "", ", ".join("`%s`" % k for k in extra[:5]), ", ".join(names))
+    )
+
+
+def _fast_check(kind, v, max_chars):
+    """A Python expression true when `v` is already a value of `kind` as the
+    protocol carries it (the common case, checked inline); else the
+    converter runs, and checks, converts or refuses it."""
+    return {
+        "float": "type(%s) is float and %s - %s == 0.0" % (v, v, v),
+        "int": "type(%s) is int and %d <= %s <= %d" % (v, _INT64[0], v, _INT64[1]),
+        "bool": "type(%s) is bool" % v,
+        "string": "type(%s) is str and len(%s) <= %d and %s.isascii()" % (v, v, max_chars, v),
+    }.get(kind, "False")
+
+
+def _compile(name, lines, namespace):
+    exec(compile("\n".join(lines) + "\n", "<oka %s>" % name, "exec"), namespace)
+    return namespace[name]
+
+
 def encoder(outputs, max_chars):
-    """The function that turns a UDF's result into its answer entry."""
-    cols = [(name, converter(kind, max_chars), omittable) for name, kind, omittable in outputs]
-    names = [c[0] for c in cols]
-    nameset = set(names)
+    """The function that turns a UDF's result into its answer entry: generated
+    for the output's columns (one straight-line check per column, as
+    dataclasses does), since it runs once per key."""
+    names = [name for name, _, _ in outputs]
+    ns = {
+        "_MISSING": _MISSING,
+        "_as_dict": _as_dict,
+        "_missing": _missing,
+        "_unknown": _unknown,
+        "NAMES": names,
+        "NAMESET": set(names),
+    }
+    lines = ["def one(r):", "    if type(r) is not dict:", "        r = _as_dict(r, NAMES)", "    found = 0", "    omitted = 0"]
+    for j, (name, kind, omittable) in enumerate(outputs):
+        v = "v%d" % j
+        ns["C%d" % j] = converter(kind, max_chars)
+        lines += ["    %s = r.get(%r, _MISSING)" % (v, name), "    if %s is _MISSING:" % v]
+        if omittable:
+            lines += ["        %s = None" % v, "        omitted |= %d" % (1 << j)]
+        else:
+            lines += ["        _missing(%r, r)" % name]
+        lines += [
+            "    else:",
+            "        found += 1",
+            "        if %s is not None and not (%s):" % (v, _fast_check(kind, v, max_chars)),
+            "            %s = C%d(%r, %s)" % (v, j, name, v),
+        ]
+    lines += [
+        "    if found != len(r):",
+        "        _unknown(r, NAMESET, NAMES)",
+        "    return [%s], omitted" % ", ".join("v%d" % j for j in range(len(outputs))),
+        "",
+        "def encode(r):",
+        "    t = type(r)",
+        "    if t is list or t is tuple:",
+        "        return (3, [one(x) for x in r])",
+        "    values, omitted = one(r)",
+        "    return (0, values, omitted)",
+    ]
+    return _compile("encode", lines, ns)
 
-    def one(r):
-        d = _as_dict(r, names)
-        values = []
-        omitted = 0
-        found = 0
-        for j, (name, conv, omittable) in enumerate(cols):
-            v = d.get(name, _MISSING)
-            if v is _MISSING:
-                if not omittable:
-                    raise Bad("field `%s` is missing from the result (it has: %s)" % (name, ", ".join(map(str, d)) or "nothing"))
-                values.append(None)
-                omitted |= 1 << j
-                continue
-            found += 1
-            values.append(None if v is None else conv(name, v))
-        if found < len(d):
-            extra = [str(k) for k in d if k not in nameset]
-            raise Bad(
-                "unknown field%s %s in the result (the output has: %s)"
-                % ("s" if len(extra) > 1 else "", ", ".join("`%s`" % k for k in extra[:5]), ", ".join(names))
-            )
-        return values, omitted
 
-    def encode(r):
-        t = type(r)
-        if t is list or t is tuple:
-            return (3, [one(x) for x in r])
-        values, omitted = one(r)
-        return (0, values, omitted)
+# Microseconds below 2**33 seconds (1970 to 2242) make datetimes exactly through
+# a float (its error stays under half a microsecond); others through timedelta.
+_FAST_US = (1 << 33) * 1_000_000
 
-    return encode
+
+def _datetime_maker(naive):
+    """An expression template making a datetime of the microseconds in `{v}`."""
+    tail = ".replace(tzinfo=None)" if naive else ""
+    return "(_fts({v} / 1e6, _UTC)%s if 0 <= {v} < _FAST_US else _EPOCH + _TD(0, 0, {v}))" % tail
+
+
+def _exact(us, naive):
+    return (_EPOCH_NAIVE if naive else _EPOCH_AWARE) + datetime.timedelta(microseconds=us)
 
 
 def input_converter(inputs, naive):
-    """Turns the timestamp columns of a row's inputs into datetimes, in place.
+    """Turns the timestamp columns of a row's inputs into datetimes, in place
+    (generated for the inputs' columns; `None` when none has a timestamp).
     `inputs`: per dependency, (timestamp columns [(name, is_list)], many)."""
-    epoch = _EPOCH_NAIVE if naive else _EPOCH_AWARE
-    td = datetime.timedelta
-
-    def to_dt(us):
-        return None if us is None else epoch + td(microseconds=us)
-
-    plan = [(j, cols, many) for j, (cols, many) in enumerate(inputs) if cols]
-    if not plan:
-        return None
-
-    def fix(d, cols):
+    make = _datetime_maker(naive)
+    ns = {
+        "_fts": datetime.datetime.fromtimestamp,
+        "_UTC": _UTC,
+        "_FAST_US": _FAST_US,
+        "_EPOCH": _EPOCH_NAIVE if naive else _EPOCH_AWARE,
+        "_TD": datetime.timedelta,
+    }
+    lines = ["def convert(row):"]
+    for j, (cols, many) in enumerate(inputs):
+        if not cols:
+            continue
+        indent = "    "
+        if many:
+            lines.append("    for d in row[%d]:" % j)
+            indent = "        "
+        else:
+            lines.append("    d = row[%d]" % j)
         for name, is_list in cols:
-            v = d.get(name)
-            if v is None:
-                continue
-            d[name] = [to_dt(x) for x in v] if is_list else epoch + td(microseconds=v)
-
-    def convert(row):
-        for j, cols, many in plan:
-            v = row[j]
-            if many:
-                for d in v:
-                    fix(d, cols)
+            lines.append("%sv = d.get(%r)" % (indent, name))
+            lines.append("%sif v is not None:" % indent)
+            if is_list:
+                lines.append("%s    d[%r] = [None if x is None else %s for x in v]" % (indent, name, make.format(v="x")))
             else:
-                fix(v, cols)
-        return row
-
+                # A one-entry cache: records written together share their
+                # time, and a datetime is immutable.
+                cache = "_LAST%d" % len(ns)
+                ns[cache] = [None, None]
+                lines.append("%s    if v == %s[0]:" % (indent, cache))
+                lines.append("%s        d[%r] = %s[1]" % (indent, name, cache))
+                lines.append("%s    else:" % indent)
+                lines.append("%s        d[%r] = %s[1] = %s" % (indent, name, cache, make.format(v="v")))
+                lines.append("%s        %s[0] = v" % (indent, cache))
+    if len(lines) == 1:
+        return None
+    lines.append("    return row")
+    # The float path is exact on every platform seen; where it is not, the
+    # exact path alone runs.
+    make_one = _compile("make_one", ["def make_one(v):", "    return " + make.format(v="v")], dict(ns))
+    if any(make_one(us) != _exact(us, naive) for us in (0, 1, 999_999, 1_700_000_000_123_457, _FAST_US - 1)):
+        ns["_FAST_US"] = 0
+    convert = _compile("convert", lines, ns)
     return convert
 
 
@@ -390,18 +456,29 @@ def _signature_text(fn):
         return "(...)"
 
 
+def _traceback(udf, e, now, every_ns):
+    """The exception's traceback from the UDF's frame on, at most one per UDF
+    every `every_ns` (then None)."""
+    if now - udf.tb_at < every_ns:
+        udf.tb_skipped += 1
+        return None
+    frames = e.__traceback__.tb_next if e.__traceback__ is not None else None
+    tb = "".join(traceback.format_exception(type(e), e, frames))
+    if udf.tb_skipped:
+        tb += "(%d more tracebacks of %s were not logged)\n" % (udf.tb_skipped, udf.label)
+    udf.tb_at = now
+    udf.tb_skipped = 0
+    return tb
+
+
 def run_batch(udfs, groups, progress, config):
-    """Runs every row of a batch; (flags, times, chunks)."""
-    dumps = marshal.dumps
+    """Runs every row of a batch: the `done` message."""
     mono = time.monotonic_ns
     clock = time.perf_counter_ns
-    max_row = config["max_row_bytes"]
-    max_total = config["max_frame_bytes"]
     tb_every = config["traceback_interval_ns"]
-    chunks = []
-    append = chunks.append
+    entries = []
+    append = entries.append
     times = []
-    total = 0
     flags = 0
     i = 0
     for g in range(0, len(groups), 3):
@@ -415,47 +492,55 @@ def run_batch(udfs, groups, progress, config):
         started = clock()
         for row in groups[g + 2]:
             progress[0] = i
-            progress[1] = mono()
             i += 1
             try:
                 if convert is not None:
                     row = convert(row)
-                chunk = dumps(encode(fn(*row, **kwargs)), 2)
+                append(encode(fn(*row, **kwargs)))
             except Bad as e:
-                chunk = dumps((2, str(e)), 2)
+                append((2, str(e)))
             except MemoryError:
                 flags |= 1
-                chunk = dumps((4, "MemoryError: the UDF ran out of memory"), 2)
+                append((4, "MemoryError: the UDF ran out of memory"))
             except BaseException as e:
-                tb = None
-                now = mono()
-                if now - udf.tb_at >= tb_every:
-                    # From the UDF's frame on: the worker's own frame is not the user's concern.
-                    frames = e.__traceback__.tb_next if e.__traceback__ is not None else None
-                    tb = "".join(traceback.format_exception(type(e), e, frames))
-                    if udf.tb_skipped:
-                        tb += "(%d more tracebacks of %s were not logged)\n" % (udf.tb_skipped, udf.label)
-                    udf.tb_at = now
-                    udf.tb_skipped = 0
-                else:
-                    udf.tb_skipped += 1
                 try:
                     text = str(e)
                 except Exception:
                     text = "<unprintable message>"
                 if len(text) > 1000:
                     text = text[:1000] + "..."
-                chunk = dumps((1, type(e).__name__, text, tb), 2)
-            if len(chunk) > max_row:
-                chunk = dumps((2, "the result is %d bytes; one key's result may be up to %d" % (len(chunk), max_row)), 2)
-            if total + len(chunk) > max_total:
-                chunk = dumps((2, "the batch's results passed %d bytes; ask for fewer keys per request" % max_total), 2)
-            total += len(chunk)
-            append(chunk)
+                append((1, type(e).__name__, text, _traceback(udf, e, mono(), tb_every)))
         times.append(groups[g])
         times.append(clock() - started)
     progress[0] = -1
-    return flags, times, chunks
+    return _done(flags, times, entries, config)
+
+
+def _done(flags, times, entries, config):
+    """The `done` message's bytes; a result over the limits becomes its key's
+    error."""
+    try:
+        payload = marshal.dumps(("done", flags, times, entries), 2)
+        if len(payload) <= config["max_frame_bytes"]:
+            return payload
+    except ValueError:  # nested too deep for marshal
+        pass
+    max_row = config["max_row_bytes"]
+    total = 0
+    for k, entry in enumerate(entries):
+        try:
+            size = len(marshal.dumps(entry, 2))
+        except ValueError as e:
+            entries[k] = (2, "the result cannot be sent: %s" % e)
+            continue
+        if size > max_row:
+            entries[k] = (2, "the result is %d bytes; one key's result may be up to %d" % (size, max_row))
+            size = 64
+        if total + size > config["max_frame_bytes"] - 4096:
+            entries[k] = (2, "the batch's results passed %d bytes; ask for fewer keys per request" % config["max_frame_bytes"])
+            size = 64
+        total += size
+    return marshal.dumps(("done", flags, times, entries), 2)
 
 
 def recv_exact(sock, n):
@@ -520,9 +605,7 @@ def main():
         msg = recv(sock)
         if msg is None or msg[0] != "batch":
             return
-        flags, times, chunks = run_batch(udfs, msg[1], progress, config)
-        sizes = [len(c) for c in chunks]
-        send(sock, [marshal.dumps(("done", flags, times, sizes), 2)] + chunks)
+        send(sock, [run_batch(udfs, msg[1], progress, config)])
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::batch::{BatchError, BatchKey, BatchUdf, KeyResult, UdfBatch};
+use crate::batch::{BatchError, BatchUdf, KeyResult, UdfBatch};
 use crate::plan::{Origin, Step};
 use crate::registry::{FeatureId, FeatureKind, Registry, UdfImpl};
 use crate::request::{Group, Prepared};
@@ -150,7 +150,7 @@ impl<'a> Execution<'a> {
         let mut errors = 0;
         for (k, result) in w.sent.into_iter().zip(results) {
             outcomes[k] = match result {
-                Ok(rows) => Outcome::Present(rows.into()),
+                Ok(rows) => Outcome::Present(rows),
                 Err(error) => {
                     errors += 1;
                     let outcome = Outcome::Error(error.to_string().into());
@@ -212,11 +212,20 @@ impl<'a> GroupRun<'a> {
             };
             if let UdfImpl::Batch(batch_udf) = udf {
                 let started = Instant::now();
-                let (outcomes, sent, keys) = self.batch_keys(step, input_names);
+                let (outcomes, sent, inputs) = self.batch_keys(step, input_names);
                 if sent.is_empty() {
                     self.finish_step(step.feature, started, 0, outcomes);
                     continue;
                 }
+                let batch = UdfBatch {
+                    args: self.group.step_args[self.next].clone(),
+                    now: ctx.now,
+                    inputs,
+                    width: step.inputs.len(),
+                    keys: sent.clone(),
+                    key_values: self.group.step_keys[self.next].clone(),
+                    deadline: ctx.deadline,
+                };
                 self.waiting = Some(Waiting {
                     started,
                     outcomes,
@@ -226,12 +235,7 @@ impl<'a> GroupRun<'a> {
                     id,
                     feature: step.feature,
                     udf: Arc::clone(batch_udf),
-                    batch: UdfBatch {
-                        args: self.group.step_args[self.next].clone(),
-                        now: ctx.now,
-                        keys,
-                        deadline: ctx.deadline,
-                    },
+                    batch,
                 }));
             }
             self.run_step(ctx, step)?;
@@ -240,15 +244,17 @@ impl<'a> GroupRun<'a> {
     }
 
     /// A batch step's keys: per key its outcome so far (final for keys with a
-    /// missing or failed input), the keys to call (in order) and their inputs.
+    /// missing or failed input), the keys to call (in order) and their inputs,
+    /// one after another.
     fn batch_keys(
         &self,
         step: &Step,
         input_names: &[Arc<str>],
-    ) -> (Vec<Outcome>, Vec<usize>, Vec<BatchKey>) {
+    ) -> (Vec<Outcome>, Vec<usize>, Vec<Input>) {
         let n = self.group.key_count;
         let mut outcomes = Vec::with_capacity(n);
-        let (mut sent, mut keys) = (Vec::new(), Vec::new());
+        let mut sent = Vec::with_capacity(n);
+        let mut all = Vec::with_capacity(n * step.inputs.len());
         let mut inputs = Vec::new();
         for k in 0..n {
             match gather_inputs(
@@ -263,14 +269,11 @@ impl<'a> GroupRun<'a> {
                 Ok(()) => {
                     outcomes.push(Outcome::Missing);
                     sent.push(k);
-                    keys.push(BatchKey {
-                        inputs: std::mem::take(&mut inputs),
-                        key: self.group.step_keys[self.next].of(k).to_vec(),
-                    });
+                    all.append(&mut inputs);
                 }
             }
         }
-        (outcomes, sent, keys)
+        (outcomes, sent, all)
     }
 
     /// Runs a step on this thread, key by key.

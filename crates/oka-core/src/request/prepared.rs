@@ -10,6 +10,8 @@ use crate::query::Query;
 use crate::registry::FeatureId;
 use crate::value::{Timestamp, Value};
 
+pub use crate::key::KeyValues;
+
 /// Names one storage read of a prepared request ([`Prepared::fetches`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FetchId(pub(crate) usize);
@@ -52,43 +54,6 @@ pub struct Group {
     /// (parsed and validated once, with the rest of the key; `Null` for a field the
     /// request's key objects do not give).
     pub step_keys: Vec<KeyValues>,
-}
-
-/// Per key of a list, the values of an entity's key fields in the entity's key
-/// order, stored flat (one allocation for the list, not one per key).
-#[derive(Debug, Clone, PartialEq)]
-pub struct KeyValues {
-    /// Key fields per key.
-    width: usize,
-    values: Arc<[Value]>,
-}
-
-impl KeyValues {
-    /// `values` holds `width` values per key, key after key.
-    pub(crate) fn new(width: usize, values: Vec<Value>) -> Self {
-        Self {
-            width,
-            values: values.into(),
-        }
-    }
-
-    /// The key field values of key `k` (empty past the last key).
-    pub fn of(&self, k: usize) -> &[Value] {
-        let start = k.saturating_mul(self.width);
-        self.values
-            .get(start..start.saturating_add(self.width))
-            .unwrap_or(&[])
-    }
-
-    /// How many keys.
-    pub fn len(&self) -> usize {
-        self.values.len().checked_div(self.width).unwrap_or(0)
-    }
-
-    /// Whether there are no keys.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 /// Where one target's results are: its group, and its place in that group's plan.
@@ -144,28 +109,5 @@ impl Prepared {
     /// The read named `id`.
     pub fn fetch(&self, id: FetchId) -> &Fetch {
         &self.fetches[id.0]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn key_values_are_sliced_per_key() {
-        let v = KeyValues::new(
-            2,
-            vec![
-                Value::from("a"),
-                Value::Int(1),
-                Value::from("b"),
-                Value::Null,
-            ],
-        );
-        assert_eq!(v.len(), 2);
-        assert_eq!(v.of(0), [Value::from("a"), Value::Int(1)]);
-        assert_eq!(v.of(1), [Value::from("b"), Value::Null]);
-        assert!(v.of(2).is_empty() && v.of(usize::MAX).is_empty());
-        assert!(KeyValues::new(0, Vec::new()).is_empty());
     }
 }
