@@ -92,12 +92,22 @@ enum Command {
         #[arg(long)]
         force: bool,
     },
-    /// Validate a spec and print a summary; exits non-zero on errors.
+    /// Validate a spec (or a Volga module) and print a summary; its Python
+    /// UDFs' modules are imported and their functions checked; exits non-zero
+    /// on errors.
     Validate {
         /// The spec file.
-        #[arg(long, env = "OKA_SPEC")]
-        spec: PathBuf,
+        #[arg(long, env = "OKA_SPEC", required_unless_present = "volga_module")]
+        spec: Option<PathBuf>,
+        /// A module written for Volga's on-demand layer, instead of a spec.
+        #[arg(long, value_name = "FILE.py", conflicts_with = "spec")]
+        volga_module: Option<PathBuf>,
+        #[command(flatten)]
+        python: python::PythonArgs,
     },
+    /// Read a module written for Volga's on-demand layer.
+    #[command(subcommand)]
+    Volga(python::VolgaCommand),
     /// Load a JSON-lines or CSV file into a pipeline feature; exits non-zero if any
     /// record was rejected or not written.
     Ingest(ingest::IngestArgs),
@@ -193,7 +203,12 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             store_replication,
         } => schema(&store, &store_replication),
         Command::Feast(command) => feast::run(&command),
-        Command::Validate { spec } => validate(&spec, &natives),
+        Command::Validate {
+            spec,
+            volga_module,
+            python,
+        } => python::validate(spec.as_deref(), volga_module.as_deref(), &python, &natives),
+        Command::Volga(command) => python::volga(&command),
         Command::Openapi { out } => openapi(&out),
         Command::Init { dir, force } => {
             for path in init::init(&dir, oka_core::Timestamp::now(), force)? {
@@ -263,29 +278,6 @@ fn schema(store: &str, store_replication: &oka_scylla::Replication) -> Result<Ex
         oka_scylla::schema::ddl_script(&url.keyspace, store_replication)
     );
     Ok(ExitCode::SUCCESS)
-}
-
-/// `oka validate`: loads a spec and says what it declares, or every problem in it.
-fn validate(spec: &std::path::Path, natives: &NativeUdfs) -> Result<ExitCode> {
-    let origin = spec.display().to_string();
-    let yaml = std::fs::read_to_string(spec).map_err(|e| read_error(&origin, &e))?;
-    match Registry::from_yaml(&origin, &yaml, natives) {
-        Ok(r) => {
-            let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
-            let entities = r.entities().count();
-            println!(
-                "{origin}: ok ({entities} {}, {} features: {pipeline} pipeline, {} on-demand)",
-                if entities == 1 { "entity" } else { "entities" },
-                r.features().len(),
-                r.features().len() - pipeline
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(errors) => {
-            eprintln!("{errors}");
-            Ok(ExitCode::FAILURE)
-        }
-    }
 }
 
 /// `oka source mock`: runs a spec's mock sources into a store, once or until a

@@ -17,6 +17,8 @@ pub(crate) enum SpecFrom<'a> {
     File(&'a std::path::Path),
     /// The built-in demo.
     Demo,
+    /// A module written for Volga's on-demand layer (`--volga-module`).
+    Volga(&'a std::path::Path),
     /// A Feast feature repository: its feature_store.yaml and registry, the
     /// overlay giving its on-demand views their CEL (`--spec`), and whether
     /// on-demand views without one are left unserved instead of refused.
@@ -36,15 +38,17 @@ impl<'a> SpecFrom<'a> {
         feast_repo: Option<&'a std::path::Path>,
         spec: Option<&'a std::path::Path>,
         skip_unmapped: bool,
+        volga: Option<&'a std::path::Path>,
     ) -> Self {
-        match (feast_repo, spec) {
-            (Some(repo), overlay) => Self::Feast {
+        match (feast_repo, spec, volga) {
+            (_, _, Some(module)) => Self::Volga(module),
+            (Some(repo), overlay, None) => Self::Feast {
                 repo,
                 overlay,
                 skip_unmapped,
             },
-            (None, Some(spec)) => Self::File(spec),
-            (None, None) => Self::Demo,
+            (None, Some(spec), None) => Self::File(spec),
+            (None, None, None) => Self::Demo,
         }
     }
 }
@@ -69,8 +73,52 @@ impl std::fmt::Display for SpecFrom<'_> {
                 o.display()
             ),
             Self::Demo => f.write_str("<demo>"),
+            Self::Volga(p) => write!(f, "Volga module {}", p.display()),
         }
     }
+}
+
+/// The spec's origin and text, and for a Feast repository its settings and
+/// registry.
+type SpecText = (
+    String,
+    String,
+    Option<(oka_feast::FeastConfig, oka_feast::FeastRegistry)>,
+);
+
+/// Reads the spec `from` gives: a file, the demo, a Feast repository's
+/// registry (with its overlay) or a Volga module (described with `python`).
+fn spec_text(
+    from: SpecFrom<'_>,
+    python: &oka_python::Config,
+    fail: &dyn Fn(&dyn std::fmt::Display) -> ReloadFailure,
+    read: &dyn Fn(&std::path::Path, &str) -> Result<String, ReloadFailure>,
+) -> Result<SpecText, ReloadFailure> {
+    let mut feast = None;
+    let (origin, yaml) = match from {
+        SpecFrom::File(path) => (path.display().to_string(), read(path, "spec")?),
+        SpecFrom::Demo => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
+        SpecFrom::Volga(path) => {
+            let module = oka_python::volga::describe(&python.python, path).map_err(|e| fail(&e))?;
+            for note in &module.notes {
+                tracing::warn!("{note}");
+            }
+            (path.display().to_string(), module.yaml)
+        }
+        SpecFrom::Feast { repo, overlay, .. } => {
+            let (config, registry) = crate::feast::load(repo).map_err(|e| fail(&e))?;
+            let mut yaml = oka_feast::spec::pipeline_spec(&registry);
+            let mut origin = config.registry.display().to_string();
+            if let Some(path) = overlay {
+                origin = path.display().to_string();
+                yaml = oka_feast::overlay::merge(&yaml, &read(path, "overlay")?, &origin)
+                    .map_err(|e| fail(&e))?;
+            }
+            feast = Some((config, registry));
+            (origin, yaml)
+        }
+    };
+    Ok((origin, yaml, feast))
 }
 
 /// What was loaded: the registry, the keys and the pool of its Python UDFs,
@@ -92,7 +140,7 @@ pub(crate) fn spec_and_keys(
     python: oka_python::Config,
 ) -> Result<Loaded, ReloadFailure> {
     let spec: Vec<&std::path::Path> = match from {
-        SpecFrom::File(p) => vec![p],
+        SpecFrom::File(p) | SpecFrom::Volga(p) => vec![p],
         SpecFrom::Feast { repo, overlay, .. } => std::iter::once(repo).chain(overlay).collect(),
         SpecFrom::Demo => Vec::new(),
     };
@@ -119,23 +167,7 @@ pub(crate) fn spec_and_keys(
             ))
         })
     };
-    let mut feast = None;
-    let (origin, yaml) = match from {
-        SpecFrom::File(path) => (path.display().to_string(), read(path, "spec")?),
-        SpecFrom::Demo => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
-        SpecFrom::Feast { repo, overlay, .. } => {
-            let (config, registry) = crate::feast::load(repo).map_err(|e| fail(&e))?;
-            let mut yaml = oka_feast::spec::pipeline_spec(&registry);
-            let mut origin = config.registry.display().to_string();
-            if let Some(path) = overlay {
-                origin = path.display().to_string();
-                yaml = oka_feast::overlay::merge(&yaml, &read(path, "overlay")?, &origin)
-                    .map_err(|e| fail(&e))?;
-            }
-            feast = Some((config, registry));
-            (origin, yaml)
-        }
-    };
+    let (origin, yaml, feast) = spec_text(from, &python, &fail, &read)?;
     let (registry, pool) =
         crate::python::load(&origin, &yaml, natives, python).map_err(|e| fail(&e))?;
     if let (Some((_, f)), SpecFrom::Feast { skip_unmapped, .. }) = (&feast, from) {
@@ -169,6 +201,7 @@ pub(crate) struct Sources {
     pub keys_file: Option<std::path::PathBuf>,
     pub feast_repo: Option<std::path::PathBuf>,
     pub skip_unmapped: bool,
+    pub volga_module: Option<std::path::PathBuf>,
     pub store_url: String,
     pub python: oka_python::Config,
 }
@@ -183,7 +216,12 @@ pub(crate) fn reloader(
 ) -> oka_server::state::Reloader {
     Box::new(move || {
         let s = &sources;
-        let from = SpecFrom::of(s.feast_repo.as_deref(), s.spec.as_deref(), s.skip_unmapped);
+        let from = SpecFrom::of(
+            s.feast_repo.as_deref(),
+            s.spec.as_deref(),
+            s.skip_unmapped,
+            s.volga_module.as_deref(),
+        );
         let (load, loaded) =
             spec_and_keys(from, s.keys_file.as_deref(), &natives, s.python.clone())?;
         crate::stores::check_fit(&*store, &load.registry, &s.store_url)

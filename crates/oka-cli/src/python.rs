@@ -2,7 +2,8 @@
 //! `--python-memory-mib`), loading a spec with a pool for its Python UDFs, and
 //! the pool as the server sees it ([`UdfRuntime`]).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use oka_core::loader::UdfRuntimes;
@@ -134,5 +135,107 @@ impl UdfRuntime for PoolRuntime {
                 .map(|(feature, source)| serde_json::json!({"feature": feature, "source": source}))
                 .collect::<Vec<_>>(),
         })
+    }
+}
+
+/// `oka volga`'s commands.
+#[derive(Debug, clap::Subcommand)]
+pub enum VolgaCommand {
+    /// Print the spec a Volga module makes: what `oka serve --volga-module`
+    /// serves (save it beside the module to serve it with `--spec`).
+    Spec {
+        /// The module (`@entity`, `@source`, `@on_demand` declarations).
+        module: PathBuf,
+        /// The interpreter that imports it.
+        #[arg(
+            long = "python",
+            env = "OKA_PYTHON",
+            value_name = "PATH",
+            default_value = "python3"
+        )]
+        python: PathBuf,
+    },
+}
+
+/// `oka volga …`.
+pub fn volga(command: &VolgaCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        VolgaCommand::Spec { module, python } => {
+            match oka_python::volga::describe(python, module) {
+                Ok(m) => {
+                    for note in &m.notes {
+                        eprintln!("note: {note}");
+                    }
+                    print!("{}", m.yaml);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+    }
+}
+
+/// `oka validate`: loads a spec (or a Volga module's) with its Python UDFs
+/// imported and checked by one worker, and says what it declares, or every
+/// problem in it.
+pub fn validate(
+    spec: Option<&Path>,
+    volga_module: Option<&Path>,
+    python: &PythonArgs,
+    natives: &NativeUdfs,
+) -> anyhow::Result<ExitCode> {
+    let (origin, yaml) = match (spec, volga_module) {
+        (_, Some(module)) => match oka_python::volga::describe(&python.python, module) {
+            Ok(m) => {
+                for note in &m.notes {
+                    eprintln!("note: {note}");
+                }
+                (module.display().to_string(), m.yaml)
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                return Ok(ExitCode::FAILURE);
+            }
+        },
+        (Some(spec), None) => {
+            let origin = spec.display().to_string();
+            let yaml = std::fs::read_to_string(spec).map_err(|e| {
+                anyhow::anyhow!(
+                    "reading the spec {origin}: {}",
+                    oka_core::words::io_reason(&e)
+                )
+            })?;
+            (origin, yaml)
+        }
+        (None, None) => anyhow::bail!("give --spec or --volga-module"),
+    };
+    match load(&origin, &yaml, natives, python.config(1)) {
+        Ok((r, pool)) => {
+            let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
+            let entities = r.entities().count();
+            let python_udfs = pool.map_or(0, |p| p.udfs().len());
+            println!(
+                "{origin}: ok ({entities} {}, {} features: {pipeline} pipeline, {} on-demand{})",
+                if entities == 1 { "entity" } else { "entities" },
+                r.features().len(),
+                r.features().len() - pipeline,
+                match python_udfs {
+                    0 => String::new(),
+                    n => format!(", {n} in Python, loaded by {}", python.python.display()),
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(LoadError::Spec(errors)) => {
+            eprintln!("{errors}");
+            Ok(ExitCode::FAILURE)
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            Ok(ExitCode::FAILURE)
+        }
     }
 }

@@ -35,10 +35,22 @@ pub struct ServeArgs {
         help_heading = "Serving",
         long,
         env = "OKA_SPEC",
-        required_unless_present_any = ["demo", "feast_repo"],
+        required_unless_present_any = ["demo", "feast_repo", "volga_module"],
         conflicts_with = "demo"
     )]
     pub spec: Option<PathBuf>,
+    /// Serve a module written for Volga's on-demand layer as it is: its
+    /// `@entity` classes, `@source` features (a mock connector's items are
+    /// written at start) and `@on_demand` functions, run by the Python pool
+    /// (docs/python-udfs.md). `oka volga spec FILE.py` prints the spec it makes.
+    #[arg(
+        help_heading = "Serving",
+        long,
+        env = "OKA_VOLGA_MODULE",
+        value_name = "FILE.py",
+        conflicts_with_all = ["demo", "spec", "feast_repo"]
+    )]
+    pub volga_module: Option<PathBuf>,
     /// Serve a Feast feature repository: the directory holding its
     /// feature_store.yaml, whose file registry gives the features (a pipeline
     /// feature per online feature view) and whose Redis online store is read in
@@ -373,6 +385,7 @@ impl ServeArgs {
             keys_file: self.api_keys_file.clone(),
             feast_repo: self.feast_repo.clone(),
             skip_unmapped: self.feast_skip_unmapped,
+            volga_module: self.volga_module.clone(),
             store_url: self.store.url().to_owned(),
             python: self.python_config(),
         }
@@ -414,6 +427,7 @@ impl ServeArgs {
             self.feast_repo.as_deref(),
             self.spec.as_deref(),
             self.feast_skip_unmapped,
+            self.volga_module.as_deref(),
         )
     }
 }

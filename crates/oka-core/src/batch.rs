@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use crate::entity::Entity;
 use crate::key::KeyValues;
+pub use crate::spec::PythonStyle;
 use crate::udf::{Arg, Input, UdfError};
 use crate::value::{Row, Timestamp, Value};
 
@@ -135,6 +136,8 @@ pub struct PythonDecl {
     pub args: Vec<Arg>,
     /// The output entity.
     pub output: Arc<Entity>,
+    /// How the function is called.
+    pub style: PythonStyle,
 }
 
 /// Why a Python UDF cannot be declared (checked at load, before anything runs).

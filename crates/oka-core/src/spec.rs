@@ -436,6 +436,35 @@ pub struct PythonUdfSpec {
     /// milliseconds (default 1000); never longer than the request's deadline.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// How the function is called: `plain` (default: dicts in, a dict out,
+    /// datetimes in UTC) or `volga` (as Volga's on-demand layer called it:
+    /// `@entity` instances in and out, naive UTC datetimes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub style: Option<PythonStyle>,
+}
+
+/// How a Python UDF is called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PythonStyle {
+    /// Each input a dict of its record's columns (a list of them for windows),
+    /// the result a dict (or a list of dicts); datetimes in UTC.
+    #[default]
+    Plain,
+    /// As Volga called `@on_demand` functions: each input an instance of its
+    /// `@entity` class (or a list of them), the result an instance; datetimes
+    /// naive, in UTC.
+    Volga,
+}
+
+impl PythonStyle {
+    /// The name as the spec writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plain => "plain",
+            Self::Volga => "volga",
+        }
+    }
 }
 
 /// Where a pipeline feature's data comes from: exactly one of the fields (the

@@ -31,8 +31,6 @@ pub struct UdfEntry {
     module: String,
     /// The module's source, read at load.
     source: Arc<str>,
-    /// Datetimes without a timezone in and out (Volga's modules), else UTC ones.
-    naive_times: bool,
     memory_mib: u64,
 }
 
@@ -43,7 +41,7 @@ pub struct DeclError(pub String);
 
 impl UdfEntry {
     /// Reads `decl`'s module.
-    pub fn new(decl: PythonDecl, memory_mib: u64, naive_times: bool) -> Result<Self, DeclError> {
+    pub fn new(decl: PythonDecl, memory_mib: u64) -> Result<Self, DeclError> {
         let shown = decl.file.display().to_string();
         let path = std::fs::canonicalize(&decl.file).map_err(|e| {
             DeclError(format!(
@@ -64,7 +62,6 @@ impl UdfEntry {
             path,
             module,
             source: source.into(),
-            naive_times,
             memory_mib,
             decl,
         })
@@ -110,7 +107,7 @@ impl UdfEntry {
     }
 
     /// This UDF in the `load` message: `(path, module, source, function, inputs,
-    /// args, outputs, naive_times)`.
+    /// args, outputs, style)`.
     pub fn write_load<'a>(&'a self, w: &mut Writer<'a>) {
         w.tuple(8);
         w.str(&self.path.to_string_lossy());
@@ -146,7 +143,7 @@ impl UdfEntry {
             w.str(&c.ty.to_string());
             w.bool(out.key_index.contains(&i) || i == out.timestamp_index);
         }
-        w.bool(self.naive_times);
+        w.str(self.decl.style.name());
     }
 
     /// One call's part of a batch frame: the UDF's number, its arguments (a
@@ -224,8 +221,9 @@ fn read_source(path: &Path, shown: &str) -> Result<String, DeclError> {
     Ok(text)
 }
 
-/// Writes the `load` message: the limits, then each UDF as the worker loads it.
-pub fn load_message(udfs: &[UdfEntry], memory_mib: u64) -> Vec<u8> {
+/// Writes the `load` message: the limits and where the stand-in for Volga's
+/// API is, then each UDF as the worker loads it.
+pub fn load_message(udfs: &[UdfEntry], memory_mib: u64, volga_shim: &Path) -> Vec<u8> {
     let mut out = Vec::new();
     let mut w = Writer::new(&mut out);
     w.tuple(3);
@@ -244,6 +242,8 @@ pub fn load_message(udfs: &[UdfEntry], memory_mib: u64) -> Vec<u8> {
         w.str(k);
         w.int(v);
     }
+    w.str("volga_shim");
+    w.str(&volga_shim.to_string_lossy());
     w.dict_end();
     w.list(udfs.len());
     for u in udfs {

@@ -20,6 +20,8 @@
 //! - `stats`: the pool's metrics.
 //! - `pool`: the workers, the queue, and how calls become batches.
 //! - `supervise`: each worker's thread: answers, time limits, replacement.
+//! - [`volga`]: Volga's modules: Oka's stand-in for `volga.api`, and a module
+//!   described as a spec.
 
 mod decl;
 mod marshal;
@@ -29,6 +31,7 @@ mod protocol;
 mod results;
 mod stats;
 mod supervise;
+pub mod volga;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -77,27 +80,18 @@ pub struct StartFailed(pub String);
 #[derive(Debug)]
 pub struct PythonRuntime {
     config: Config,
-    naive_times: bool,
     entries: Mutex<Vec<UdfEntry>>,
     cell: Arc<PoolCell>,
 }
 
 impl PythonRuntime {
-    /// A runtime with `config`, datetimes given to UDFs in UTC.
+    /// A runtime with `config`.
     pub fn new(config: Config) -> Self {
         Self {
             config,
-            naive_times: false,
             entries: Mutex::new(Vec::new()),
             cell: Arc::new(PoolCell::default()),
         }
-    }
-
-    /// Gives UDFs datetimes without a timezone (UTC, as Volga stored them), and
-    /// takes such datetimes back as UTC.
-    pub fn naive_times(mut self, naive: bool) -> Self {
-        self.naive_times = naive;
-        self
     }
 
     /// Starts the workers: each imports every module and checks every
@@ -110,7 +104,10 @@ impl PythonRuntime {
         if udfs.is_empty() {
             return Ok(None);
         }
-        let dir = RuntimeDir::create(WORKER_PY).map_err(|e| StartFailed(e.to_string()))?;
+        let shim = volga::shim_files();
+        let mut files: Vec<(&str, &str)> = shim.iter().map(|(p, t)| (p.as_str(), *t)).collect();
+        files.push((process::WORKER_SCRIPT, WORKER_PY));
+        let dir = RuntimeDir::create(&files).map_err(|e| StartFailed(e.to_string()))?;
         let launch = Launch {
             python: self.config.python.clone(),
             memory_mib: self.config.memory_mib,
@@ -163,7 +160,7 @@ impl PythonRuntime {
 
 impl oka_core::batch::PythonUdfs for PythonRuntime {
     fn declare(&self, decl: PythonDecl) -> Result<Arc<dyn BatchUdf>, DeclareError> {
-        let entry = UdfEntry::new(decl, self.config.memory_mib, self.naive_times)
+        let entry = UdfEntry::new(decl, self.config.memory_mib)
             .map_err(|e| DeclareError { message: e.0 })?;
         let label = entry.label().to_owned();
         let mut entries = self

@@ -207,7 +207,8 @@ impl Pool {
         dir: RuntimeDir,
         workers: usize,
     ) -> Self {
-        let load = crate::decl::load_message(&udfs, launch.memory_mib);
+        let shim = launch.dir.join(crate::process::VOLGA_SHIM);
+        let load = crate::decl::load_message(&udfs, launch.memory_mib, &shim);
         let shortest = udfs
             .iter()
             .map(UdfEntry::timeout)

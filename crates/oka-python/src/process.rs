@@ -416,14 +416,21 @@ fn forward_output(
     }
 }
 
-/// The runtime folder: a private folder for the worker script and the
-/// progress files, removed when the pool stops.
+/// The worker script's name in the runtime folder.
+pub const WORKER_SCRIPT: &str = "oka_worker.py";
+
+/// Where the stand-in for Volga's API is, in the runtime folder.
+pub const VOLGA_SHIM: &str = "volga_shim";
+
+/// The runtime folder: a private folder for the worker script, the stand-in
+/// for Volga's API and the progress files, removed when the pool stops.
 #[derive(Debug)]
 pub struct RuntimeDir(pub PathBuf);
 
 impl RuntimeDir {
-    /// Makes the folder and writes `worker.py` into it.
-    pub fn create(script: &str) -> Result<Self, StartError> {
+    /// Makes the folder and writes `files` (a path inside it, and the text)
+    /// into it.
+    pub fn create(files: &[(&str, &str)]) -> Result<Self, StartError> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -435,20 +442,30 @@ impl RuntimeDir {
             .mode(0o700)
             .recursive(true)
             .create(&dir)
-            .and_then(|()| std::fs::write(dir.join("oka_worker.py"), script));
+            .and_then(|()| {
+                for (path, text) in files {
+                    let path = dir.join(path);
+                    if let Some(parent) = path.parent() {
+                        std::fs::create_dir_all(parent)?;
+                    }
+                    std::fs::write(path, text)?;
+                }
+                Ok(())
+            });
+        let this = Self(dir);
         made.map_err(|e| {
             interpreter(format!(
                 "cannot prepare the Python workers' folder {}: {}",
-                dir.display(),
+                this.0.display(),
                 oka_core::words::io_reason(&e)
             ))
         })?;
-        Ok(Self(dir))
+        Ok(this)
     }
 
     /// The worker script's path.
     pub fn script(&self) -> PathBuf {
-        self.0.join("oka_worker.py")
+        self.0.join(WORKER_SCRIPT)
     }
 
     /// The folder.

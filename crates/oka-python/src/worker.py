@@ -172,6 +172,10 @@ def converter(kind, max_chars):
 def _as_dict(r, names):
     if type(r) is dict:
         return r
+    meta = getattr(r, "_entity_metadata", None)
+    if meta is not None and not isinstance(r, type):
+        # A Volga @entity instance: its declared fields.
+        return {f.name: getattr(r, f.name, None) for f in meta.fields}
     if hasattr(r, "keys") and hasattr(r, "__getitem__") and not isinstance(r, (str, bytes)):
         return dict(r)
     fields = getattr(r, "__dataclass_fields__", None)
@@ -391,13 +395,64 @@ def load_module(path, name, source):
     return module
 
 
+def use_volga(shim):
+    """Makes `volga.api` importable: the real package when installed, else
+    Oka's stand-in (in `shim`)."""
+    try:
+        import volga.api.on_demand  # noqa: F401
+    except ImportError:
+        for m in [m for m in sys.modules if m == "volga" or m.startswith("volga.")]:
+            del sys.modules[m]
+        sys.path.append(shim)
+
+
+def entity_maker(fn, count):
+    """For a Volga function, turns a row's input dicts into the instances its
+    parameters are annotated with (`T`, or `List[T]`); None when no
+    parameter names an @entity class."""
+    import typing
+
+    try:
+        hints = typing.get_type_hints(getattr(fn, "__wrapped__", fn))
+        params = list(inspect.signature(fn).parameters)[:count]
+    except Exception:
+        return None
+    makers = []
+    for p in params:
+        hint = hints.get(p)
+        many = typing.get_origin(hint) is list
+        cls = typing.get_args(hint)[0] if many and typing.get_args(hint) else hint
+        makers.append((cls if hasattr(cls, "_entity_metadata") else None, many))
+    if all(cls is None for cls, _ in makers):
+        return None
+
+    def make(row):
+        return tuple(
+            v if cls is None else ([cls(**d) for d in v] if many else cls(**v))
+            for v, (cls, many) in zip(row, makers)
+        )
+
+    return make
+
+
+def _chain(first, second):
+    if first is None:
+        return second
+    if second is None:
+        return first
+    return lambda row: second(first(row))
+
+
 def load(config, decls):
     """Imports every module and checks every function; (udfs, problems)."""
     max_chars = config["max_str_chars"]
+    if any(d[7] == "volga" for d in decls):
+        use_volga(config["volga_shim"])
     modules = {}
     udfs = []
     problems = []
-    for i, (path, name, source, function, inputs, args, outputs, naive) in enumerate(decls):
+    for i, (path, name, source, function, inputs, args, outputs, style) in enumerate(decls):
+        naive = style == "volga"
         label = "%s:%s" % (os.path.basename(path), function)
         udfs.append(None)
         if path not in modules:
@@ -439,13 +494,10 @@ def load(config, decls):
                 % (function, _signature_text(fn), names, kws, e),
             ))
             continue
-        udfs[i] = Udf(
-            fn,
-            encoder(outputs, max_chars),
-            input_converter([(cols, many) for _, cols, many in inputs], naive),
-            arg_converter(args, naive),
-            label,
-        )
+        convert = input_converter([(cols, many) for _, cols, many in inputs], naive)
+        if style == "volga":
+            convert = _chain(convert, entity_maker(fn, len(inputs)))
+        udfs[i] = Udf(fn, encoder(outputs, max_chars), convert, arg_converter(args, naive), label)
     return udfs, problems
 
 

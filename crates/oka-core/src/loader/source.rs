@@ -38,15 +38,13 @@ impl Loader {
         }
     }
 
-    /// One fixed record: known fields of the right type, no timestamp, every key.
+    /// One fixed record: known fields of the right type, every key. A
+    /// timestamp it gives is its event time (Volga's items carried theirs);
+    /// without one, the emit time is.
     fn check_item(&mut self, path: &str, item: &Item, entity: &Entity) {
         for (k, v) in item {
             match entity.column_index(k) {
                 None => self.err(format!("{path}.{k}"), no_field(entity, k)),
-                Some(c) if c == entity.timestamp_index => self.err(
-                    format!("{path}.{k}"),
-                    "the timestamp is the emit time; leave it out",
-                ),
                 Some(c) => {
                     if let Err(e) = entity.columns[c].ty.from_json(v) {
                         self.err(format!("{path}.{k}"), e.to_string());

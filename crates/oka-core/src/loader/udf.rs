@@ -166,6 +166,7 @@ impl Loader {
             inputs,
             args: signature.args.to_vec(),
             output: Arc::clone(signature.output),
+            style: spec.style.unwrap_or_default(),
         };
         let Some(runtime) = runtime else {
             return Some(UdfImpl::Batch(Arc::new(NotRunHere {

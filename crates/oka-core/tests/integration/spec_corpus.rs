@@ -1259,9 +1259,9 @@ features:
     entity: Txn
     source:
       mock:
-        items: [{user_id: a, ts: 1}]
+        items: [{user_id: a, ts: yesterday}]
 "#,
-        r#"spec.yaml: features.txn.source.mock.items[0].ts: the timestamp is the emit time; leave it out"#,
+        r#"spec.yaml: features.txn.source.mock.items[0].ts: invalid RFC 3339 timestamp `yesterday`"#,
     ),
     (
         "mock_item_unknown_field",

@@ -290,14 +290,14 @@ fn mock_source_checks_columns() {
 #[test]
 fn mock_source_checks_items_by_index_and_field() {
     let err = errors(
-        "  q:\n    kind: pipeline\n    entity: E\n    source: {mock: {items: [{id: a, value: 1.0}, {value: x, ts: 5, nope: 1}]}}\n",
+        "  q:\n    kind: pipeline\n    entity: E\n    source: {mock: {items: [{id: a, value: 1.0}, {value: x, ts: soon, nope: 1}]}}\n",
     );
     assert_has(
         &err,
         &[
             "features.q.source.mock.items[1].value",
             "features.q.source.mock.items[1].ts",
-            "the timestamp is the emit time; leave it out",
+            "invalid RFC 3339 timestamp `soon`",
             "features.q.source.mock.items[1].nope",
             "entity `E` has no field `nope`",
             "features.q.source.mock.items[1]: missing key field `id`",

@@ -373,9 +373,9 @@ entities_extra: 1
         "mock_source",
         r##"+    source:
       mock:
-        items: [{ts: 1, colour: red}, {user_id: a, amount: "x"}]
+        items: [{ts: yesterday, colour: red}, {user_id: a, amount: "x"}]
 "##,
-        r##"spec.yaml: features.txn.source.mock.items[0].ts: the timestamp is the emit time; leave it out
+        r##"spec.yaml: features.txn.source.mock.items[0].ts: invalid RFC 3339 timestamp `yesterday`
 spec.yaml: features.txn.source.mock.items[0].colour: entity `Txn` has no field `colour`
 spec.yaml: features.txn.source.mock.items[0]: missing key field `user_id`
 spec.yaml: features.txn.source.mock.items[1].amount: expected float, got string"##,
