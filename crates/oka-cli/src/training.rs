@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow};
 use clap::Args;
-use oka_core::{NativeUdfs, Registry};
+use oka_core::NativeUdfs;
 use oka_training::{Options, Progress};
 
 /// `oka training-set`'s flags.
@@ -48,6 +48,8 @@ pub struct TrainingArgs {
     /// No progress lines on stderr.
     #[arg(long)]
     quiet: bool,
+    #[command(flatten)]
+    python: crate::python::PythonArgs,
 }
 
 /// A `--history` value that is not `FEATURE=PATH`.
@@ -66,8 +68,11 @@ fn feature_path(s: &str) -> Result<(String, String), NotFeaturePath> {
 pub fn run(args: TrainingArgs, natives: &NativeUdfs) -> Result<ExitCode> {
     let origin = args.spec.display().to_string();
     let yaml = std::fs::read_to_string(&args.spec).map_err(|e| crate::read_error(&origin, &e))?;
-    let registry =
-        Registry::from_yaml(&origin, &yaml, natives).map_err(|e| anyhow!("invalid spec:\n{e}"))?;
+    // Python UDFs run in a pool as they do when serving: one worker per CPU
+    // unless --python-workers says otherwise.
+    let python = args.python.config(oka_server::runtime::available_cpus());
+    let (registry, _pool) =
+        crate::python::load(&origin, &yaml, natives, python).map_err(|e| anyhow!("{e}"))?;
     crate::logs::quiet_udf_panics();
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -78,7 +78,43 @@ features:
     output: {fields: {score: float}}
     udf:
       expr: {score: "merchant_risk.risk * scaled.v"}
+  scaled_py:
+    kind: on_demand
+    dependencies: [profile]
+    args: {factor: {type: float, default: 1.5}}
+    output: {fields: {v: float, tagged: int, vip: bool}}
+    udf: {python: {file: training_udfs.py, function: scaled}}
+  big_share_py:
+    kind: on_demand
+    dependencies: [{feature: txn, query: last_n, n: 5}]
+    output: {fields: {share: float, merchants: list<string>}}
+    udf: {python: {file: training_udfs.py, function: big_share}}
+  txn_risk_py:
+    kind: on_demand
+    dependencies: [merchant_risk, scaled_py]
+    output: {fields: {score: float}}
+    udf: {python: {file: training_udfs.py, function: txn_risk}}
 "#;
+
+/// The Python UDFs of [`SPEC`]: the CEL ones' logic, and a list built per key.
+const UDFS: &str = r#"
+def scaled(profile, factor=1.5):
+    return {"v": profile["balance"] * factor + float(profile["visits"]),
+            "tagged": len(profile["tags"]), "vip": profile["tier"] == "gold"}
+
+def big_share(txn):
+    share = 0.0 if not txn else sum(1 for t in txn if t["amount"] > 50.0) / len(txn)
+    return {"share": share, "merchants": [t["merchant"] for t in txn]}
+
+def txn_risk(merchant_risk, scaled_py):
+    return {"score": merchant_risk["risk"] * scaled_py["v"]}
+"#;
+
+/// [`SPEC`] written as `name`, with its Python module beside it.
+fn spec_file(name: &str) -> std::path::PathBuf {
+    tmp_file("training_udfs.py", UDFS);
+    tmp_file(name, SPEC)
+}
 
 /// Fields computed from `now`, which serving takes from its clock.
 const FROM_NOW: &[&str] = &[
@@ -87,6 +123,9 @@ const FROM_NOW: &[&str] = &[
     "scaled__ts",
     "big_share__ts",
     "txn_risk__ts",
+    "scaled_py__ts",
+    "big_share_py__ts",
+    "txn_risk_py__ts",
 ];
 
 const TIERS: [&str; 3] = ["gold", "silver", "none"];
@@ -154,7 +193,7 @@ fn a_training_set_equals_what_serving_answered_at_each_moment() {
     let mut rng = Lcg(11);
     let t0 = Timestamp::now().0 - 6 * 3_600 * 1_000_000;
     let records = history(&mut rng, t0);
-    let spec = tmp_file("training-spec.yaml", SPEC);
+    let spec = spec_file("training-spec.yaml");
     let dir = spec.parent().unwrap().to_owned();
     let mut files = Vec::new();
     for f in ["profile", "txn", "merchant_risk"] {
@@ -204,10 +243,10 @@ fn a_training_set_equals_what_serving_answered_at_each_moment() {
         next = next.max(upto);
         let mut udf_args = json!({});
         if let Some(f) = factor {
-            udf_args = json!({"scaled": {"factor": f}});
+            udf_args = json!({"scaled": {"factor": f}, "scaled_py": {"factor": f}});
         }
         let end = json!({"end": rfc3339(*t)});
-        let body = json!({"target_features": ["profile", "txn", "merchant_risk", "spend_1h", "last_3", "scaled", "big_share", "txn_risk"],
+        let body = json!({"target_features": ["profile", "txn", "merchant_risk", "spend_1h", "last_3", "scaled", "big_share", "txn_risk", "scaled_py", "big_share_py", "txn_risk_py"],
             "keys": [{"user_id": user, "merchant_id": merchant}], "udf_args": udf_args,
             "query_args": {"spend_1h": end}});
         let (status, answer) = http(oka.addr, "POST", "/v1/features", &body.to_string()).unwrap();
@@ -327,7 +366,7 @@ fn field_type(dt: &arrow::datatypes::DataType) -> FieldType {
 /// and a refused input: exit 1, one line naming the place, no output.
 #[test]
 fn an_interrupted_or_refused_training_set_leaves_no_file() {
-    let spec = tmp_file("interrupt-spec.yaml", SPEC);
+    let spec = spec_file("interrupt-spec.yaml");
     let dir = spec.parent().unwrap().join("interrupt");
     std::fs::create_dir_all(&dir).unwrap();
     let mut lines = String::new();

@@ -58,6 +58,10 @@ pub fn compute_batch<R: Reads + ?Sized>(
     })
 }
 
+/// Rows computed together at most: their Python UDFs' keys go to the pool as
+/// one batch per UDF.
+const ROWS_TOGETHER: usize = 1024;
+
 fn compute_rows<R: Reads + ?Sized>(
     job: &Job<'_>,
     reads: &R,
@@ -65,26 +69,37 @@ fn compute_rows<R: Reads + ?Sized>(
     file: &Path,
     rows: std::ops::Range<usize>,
 ) -> Result<Vec<RowResult>, TrainingError> {
-    let mut keys = Vec::with_capacity(batch.keys.len());
-    let mut args = Vec::with_capacity(batch.args.len());
     let mut out = Vec::with_capacity(rows.len());
-    for i in rows {
-        row_values(batch, i, &mut keys, &mut args);
-        let time = batch.times[i];
-        let input = RowInput {
-            keys: &keys,
-            time,
-            args: &args,
+    let indices: Vec<usize> = rows.collect();
+    for chunk in indices.chunks(ROWS_TOGETHER) {
+        let values: Vec<(Vec<Value>, Vec<Value>)> = chunk
+            .iter()
+            .map(|&i| {
+                let (mut keys, mut args) = (Vec::new(), Vec::new());
+                row_values(batch, i, &mut keys, &mut args);
+                (keys, args)
+            })
+            .collect();
+        let inputs: Vec<RowInput<'_>> = chunk
+            .iter()
+            .zip(&values)
+            .map(|(&i, (keys, args))| RowInput {
+                keys,
+                time: batch.times[i],
+                args,
+            })
+            .collect();
+        let mut read = |r: usize, f: FeatureId, key: &EntityKey, q: &Query| {
+            let i = chunk[r];
+            reads.answer(i, f, key, batch.times[i], q)
         };
-        let mut read = |f: FeatureId, key: &EntityKey, q: &Query| reads.answer(i, f, key, time, q);
-        let results = job
-            .compute(&input, &mut read)
-            .map_err(|why| TrainingError::Request {
+        for (r, result) in job.compute_rows(&inputs, &mut read).into_iter().enumerate() {
+            out.push(result.map_err(|why| TrainingError::Request {
                 file: file.to_owned(),
-                row: batch.first_row + i as u64,
+                row: batch.first_row + chunk[r] as u64,
                 why: why.to_string(),
-            })?;
-        out.push(results);
+            })?);
+        }
     }
     Ok(out)
 }

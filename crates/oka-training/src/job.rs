@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 
 use oka_core::entity::Column;
-use oka_core::execute::{Fetched, Outcome, execute};
+use oka_core::execute::{Fetched, Outcome, Outputs};
 use oka_core::feature::FeatureKind;
 use oka_core::request::{ArgMap, KeyList, KeyValue, RequestLimits};
 use oka_core::{
@@ -86,6 +86,15 @@ pub enum RowError {
     /// The reads did not fit the request (a bug).
     #[error("{0}")]
     Execute(oka_core::execute::ExecuteError),
+}
+
+/// A row's prepared request and what its reads answered.
+#[derive(Debug)]
+struct ReadRow {
+    prepared: oka_core::request::Prepared,
+    fetched: Fetched,
+    /// Pipeline features whose key had expired at the row's time.
+    expired: HashSet<FeatureId>,
 }
 
 /// One pipeline read of a row: the feature, the key and the query.
@@ -218,6 +227,46 @@ impl<'r> Job<'r> {
         row: &RowInput<'_>,
         read: &mut dyn FnMut(FeatureId, &EntityKey, &Query) -> Answer,
     ) -> Result<RowResult, RowError> {
+        let mut all = self.compute_rows(std::slice::from_ref(row), &mut |_, f, k, q| read(f, k, q));
+        all.pop()
+            .unwrap_or(Err(RowError::Request("no row".to_owned())))
+    }
+
+    /// Computes many rows together, as [`Self::compute`] computes one; `read`
+    /// gets the row's index too. Their UDFs run elsewhere (Python) are sent
+    /// for every row before any is waited for, so the pool runs them in
+    /// batches of many rows.
+    pub fn compute_rows(
+        &self,
+        rows: &[RowInput<'_>],
+        read: &mut dyn FnMut(usize, FeatureId, &EntityKey, &Query) -> Answer,
+    ) -> Vec<Result<RowResult, RowError>> {
+        let read_rows: Vec<Result<ReadRow, RowError>> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, row)| self.read_row(row, &mut |f, k, q| read(i, f, k, q)))
+            .collect();
+        let read: Vec<_> = (read_rows.iter())
+            .map(|r| r.as_ref().ok().map(|r| (&r.prepared, &r.fetched)))
+            .collect();
+        let outputs = crate::together::execute_all(self.registry, &read);
+        read_rows
+            .into_iter()
+            .zip(outputs)
+            .map(|(r, out)| {
+                let r = r?;
+                let outputs = out.map_err(RowError::Execute)?;
+                Ok(self.row_result(&r, &outputs))
+            })
+            .collect()
+    }
+
+    /// A row's request prepared, and its reads answered.
+    fn read_row(
+        &self,
+        row: &RowInput<'_>,
+        read: &mut dyn FnMut(FeatureId, &EntityKey, &Query) -> Answer,
+    ) -> Result<ReadRow, RowError> {
         let prepared = self.prepare(row)?;
         let mut expired: HashSet<FeatureId> = HashSet::new();
         let fetched = Fetched::read_all(&prepared, |fetch| {
@@ -234,20 +283,27 @@ impl<'r> Job<'r> {
                 .collect()
         })
         .map_err(RowError::Execute)?;
-        let outputs =
-            execute(self.registry, &prepared, &fetched, None).map_err(RowError::Execute)?;
+        Ok(ReadRow {
+            prepared,
+            fetched,
+            expired,
+        })
+    }
+
+    /// A row's targets from its outputs.
+    fn row_result(&self, r: &ReadRow, outputs: &Outputs) -> RowResult {
         let failures: Vec<(FeatureId, String)> = outputs
             .failures()
             .map(|f| (f.feature, f.error.to_string()))
             .collect();
-        Ok(prepared
+        r.prepared
             .targets
             .iter()
             .map(|t| {
                 let outcome = outputs.of(t).first().unwrap_or(&Outcome::Missing);
-                self.status(t.feature, outcome, &expired, &failures)
+                self.status(t.feature, outcome, &r.expired, &failures)
             })
-            .collect())
+            .collect()
     }
 
     /// The reads one row's request makes, in the order [`Self::compute`] asks

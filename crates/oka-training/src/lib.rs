@@ -29,6 +29,7 @@ pub mod job;
 pub mod output;
 pub mod run;
 pub mod spill;
+mod together;
 
 pub use error::TrainingError;
 pub use job::{Job, RowInput, Status};
