@@ -14,8 +14,13 @@
 #   system CA bundle. About 30 MB more than distroless.
 # - Runs as uid/gid 10001, writes nothing to its filesystem: works with
 #   `readOnlyRootFilesystem: true`.
-# - `oka` is PID 1. It handles SIGTERM (graceful shutdown) and SIGHUP (reload) itself and
-#   starts no child processes, so no init process is needed.
+# - Python UDFs (docs/python-udfs.md) run in worker processes of Debian's python3
+#   (CPython 3.11, standard library only; about 25 MB). To give them libraries, build on
+#   this image: install them into a virtual environment and set OKA_PYTHON to its python
+#   (docs/deploy.md, "Python UDFs"). The workers write only under /tmp (an emptyDir in
+#   the Helm chart).
+# - tini is PID 1: it forwards SIGTERM (graceful shutdown) and SIGHUP (reload) to `oka`,
+#   and reaps what a UDF's own subprocesses leave behind (`oka` reaps its workers).
 
 ARG RUST_VERSION=1.95
 ARG DEBIAN_RELEASE=bookworm
@@ -33,7 +38,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 FROM debian:${DEBIAN_RELEASE}-slim AS runtime
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends ca-certificates curl \
+    && apt-get install -y --no-install-recommends ca-certificates curl python3 tini \
     && rm -rf /var/lib/apt/lists/* \
     && groupadd --system --gid 10001 oka \
     && useradd --system --uid 10001 --gid oka --no-create-home --home-dir /nonexistent \
@@ -51,5 +56,5 @@ EXPOSE 1122 9122
 # Kubernetes ignores HEALTHCHECK and uses the chart's probes instead.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=15s --retries=3 \
     CMD a="${OKA_ADMIN_LISTEN:-0.0.0.0:9122}"; curl -fsS -o /dev/null "http://127.0.0.1:${a##*:}/healthz" || exit 1
-ENTRYPOINT ["oka"]
+ENTRYPOINT ["tini", "--", "oka"]
 CMD ["serve", "--demo"]

@@ -266,6 +266,18 @@ def assert_spec_source(r: Render, demo: bool, cm_name=None, cm_key="spec.yaml"):
         yaml.safe_load(cm["data"][cm_key])
 
 
+def assert_python(r: Render, default: Render):
+    cm = r.one("ConfigMap", "-spec")
+    assert "features.py" in cm["data"] and "def simple" in cm["data"]["features.py"], cm["data"].keys()
+    assert "python: {file: features.py" in cm["data"]["spec.yaml"], "the spec names the module"
+    env = env_of(container(r.one("Deployment")["spec"]["template"]["spec"], "oka"))
+    assert env.get("OKA_PYTHON") == "/opt/udfs/bin/python", env
+    assert env.get("OKA_PYTHON_WORKERS") == "3" and env.get("OKA_PYTHON_MEMORY_MIB") == "512", env
+    env = env_of(container(default.one("Deployment")["spec"]["template"]["spec"], "oka"))
+    assert "OKA_PYTHON" not in env and "OKA_PYTHON_WORKERS" not in env, env
+    assert env.get("OKA_PYTHON_MEMORY_MIB") == "1024", env
+
+
 def assert_redis(r: Render, enabled: bool, password: bool = True):
     sts = r.all("StatefulSet")
     dep, pod, c, env = assert_oka_deployment(r)
@@ -722,7 +734,10 @@ def assert_dockerfile():
     by = {c.cmd: c for c in runtime}
     user = by["USER"].value[0].split(":")[0]
     assert user.isdigit() and int(user) > 0, f"USER {user}: numeric non-root expected (runAsNonRoot)"
-    assert by["ENTRYPOINT"].json and list(by["ENTRYPOINT"].value) == ["oka"], by["ENTRYPOINT"].value
+    assert by["ENTRYPOINT"].json and list(by["ENTRYPOINT"].value) == ["tini", "--", "oka"], by["ENTRYPOINT"].value
+    installs = " ".join(c.value[0] for c in runtime if c.cmd == "RUN")
+    for package in ("python3", "tini"):
+        assert f" {package}" in installs, f"the runtime image does not install {package} (Python UDFs, PID 1)"
     assert set(by["EXPOSE"].value) == {"1122", "9122"}
     assert by["HEALTHCHECK"].value[0] == "CMD" and "/healthz" in by["HEALTHCHECK"].value[1]
     # Oka's admin port defaults to loopback; the image must open it to the container's
@@ -942,11 +957,16 @@ def live_validate_specs(binary, renders):
     with tempfile.TemporaryDirectory() as d:
         for r in renders:
             for cm in r.all("ConfigMap"):
+                # Every key beside the others, as the pod mounts them: a spec's Python
+                # modules are found next to it.
+                folder = os.path.join(d, f"{r.name.replace('/', '-')}-{cm['metadata']['name']}")
+                os.makedirs(folder, exist_ok=True)
+                for key, text in cm.get("data", {}).items():
+                    open(os.path.join(folder, key), "w").write(text)
                 for key, text in cm.get("data", {}).items():
                     if not key.endswith(".yaml"):
                         continue
-                    p = os.path.join(d, f"{r.name.replace('/', '-')}-{cm['metadata']['name']}-{key}")
-                    open(p, "w").write(text)
+                    p = os.path.join(folder, key)
                     out = run([binary, "validate", "--spec", p])
                     assert out.returncode == 0, f"{r.name} {cm['metadata']['name']}/{key}: {out.stdout}{out.stderr}"
                     n += 1
@@ -1045,6 +1065,7 @@ def main() -> int:
         "eks": ["-f", os.path.join(EKS, "oka-values.yaml")],
         "kafka": ["-f", os.path.join(OKA, "ci", "kafka-values.yaml")],
         "tls": ["-f", os.path.join(OKA, "ci", "tls-values.yaml")],
+        "python": ["-f", os.path.join(OKA, "ci", "python-values.yaml")],
     }
     eks_run = os.path.join(LOCUST, "ci", "eks-run-values.yaml")
     locust_cases = {
@@ -1089,6 +1110,8 @@ def main() -> int:
                      assert_auth(R["oka/default"], False)))
     C.check("oka/redis: spec ConfigMap mounted as a directory and used as OKA_SPEC",
             lambda: assert_spec_source(*has("oka/redis"), demo=False))
+    C.check("oka/python: Python UDF modules beside the spec, OKA_PYTHON_* from python.*; none by default",
+            lambda: assert_python(*has("oka/python"), R["oka/default"]))
     C.check("oka/existing: existing spec ConfigMap and key",
             lambda: assert_spec_source(*has("oka/existing"), demo=False, cm_name="my-features", cm_key="features.yaml"))
     C.check("oka/redis: bundled Redis StatefulSet with a generated password, wait-for-redis",

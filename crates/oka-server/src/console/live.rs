@@ -35,6 +35,9 @@ struct Live {
     cache: Option<CacheLive>,
     /// The last reloads, oldest first.
     reloads: Vec<ReloadBody>,
+    /// The runtimes of UDFs run outside the process (the Python pool): workers,
+    /// how many are alive, why the last one died, the UDFs each runs.
+    udf_runtimes: Vec<serde_json::Value>,
 }
 
 #[derive(Debug, Serialize)]
@@ -150,5 +153,6 @@ pub(super) async fn live(State(state): State<AppState>) -> Response {
         store,
         cache,
         reloads,
+        udf_runtimes: loaded.runtimes.iter().map(|r| r.summary()).collect(),
     })
 }

@@ -119,7 +119,7 @@ function registryPage(main, query) {
         od.map((f) => el('tr', { 'data-feature': f.name }, el('td', {}, el('a', { href: featureHref(f.name), text: f.name })), el('td', { class: 'mono', text: f.entity }),
           el('td', {}, f.dependencies.map((d, i) => [i ? ', ' : '', el('a', { href: featureHref(d.feature), text: d.feature })])),
           el('td', { class: 'mono', text: Object.entries(f.args).map(([a, s]) => a + ': ' + s.type).join(', ') }),
-          el('td', { text: Object.keys(f.udf)[0] === 'expr' ? 'CEL' : Object.keys(f.udf)[0] }), el('td', { text: f.description || '' })))),
+          el('td', { 'data-testid': 'udf-kind', text: udfKind(f) }), el('td', { text: f.description || '' })))),
     );
   };
   input.addEventListener('input', () => {
@@ -128,6 +128,11 @@ function registryPage(main, query) {
   });
   render();
   main.replaceChildren(el('h1', { text: 'Registry' }), input, body);
+}
+
+// How an on-demand feature is computed, in a word.
+function udfKind(f) {
+  return { expr: 'CEL', native: 'native (Rust)', python: 'Python', aggregate: 'aggregate' }[Object.keys(f.udf)[0]] || Object.keys(f.udf)[0];
 }
 
 function kv(pairs) {
@@ -155,6 +160,10 @@ function definition(f) {
       Object.entries(def || {}).map(([field, expr]) => el('tr', {}, el('td', { class: 'mono', text: field }), el('td', {}, el('code', { text: expr })))));
   }
   if (how === 'aggregate') return el('pre', { 'data-testid': 'definition', text: JSON.stringify(def, null, 2) });
+  if (how === 'python') {
+    return el('p', { 'data-testid': 'definition' }, 'Python function ', el('code', { text: def.function }), ' in ', el('code', { text: def.file }),
+      ', run in the pool of Python workers (at most ' + (def.timeout_ms || 1000) + ' ms a key' + (def.style === 'volga' ? ', called as Volga called it' : '') + ').');
+  }
   return el('p', {}, 'Native Rust function ', el('code', { text: def }));
 }
 
@@ -321,6 +330,11 @@ function drawHealth() {
     ['In flight', String(last.in_flight) + (last.draining ? ' (draining)' : '')],
     last.cache && ['Cache', (last.cache.enabled ? 'on' : 'off (tracking down)') + ', ' + last.cache.entries + ' entries, ' + size(last.cache.bytes) + ' of ' + size(last.cache.max_bytes)],
   ]));
+  const pools = (last.udf_runtimes || []).map((p) => el('div', { class: 'card', 'data-testid': 'python-pool' }, el('h3', { text: 'Python workers' }), kv([
+    ['State', el('span', { class: 'pill ' + (p.alive > 0 ? 'ok' : 'bad'), text: p.alive + ' of ' + p.workers + ' alive' + (p.starting ? ', ' + p.starting + ' starting' : '') })],
+    p.last_failure && ['Last failure', p.last_failure],
+    ['UDFs', p.udfs.map((u) => u.feature + ' (' + u.source + ')').join(', ')],
+  ])));
   const reloads = el('div', { class: 'card', 'data-testid': 'reloads' }, el('h3', { text: 'Reloads' }),
     last.reloads.length
       ? el('table', {}, el('tr', {}, el('th', { text: 'When' }), el('th', { text: 'Result' }), el('th', { text: 'Detail' })),
@@ -334,7 +348,7 @@ function drawHealth() {
       el('td', { text: fmt(f.p99, 3) }), el('td', { class: f.errors_per_s > 0 ? 'status-error' : '', text: fmt(f.errors_per_s, 1) }))));
   root.replaceChildren(
     el('p', { class: 'muted', text: 'Over the last ' + last.window_s + ' complete seconds, as /stats; one point a second since this page opened.' }),
-    el('div', { class: 'grid' }, charts, status, reloads),
+    el('div', { class: 'grid' }, charts, status, pools, reloads),
     el('h2', { text: 'Per feature' }),
     last.features.length ? perFeature : el('p', { class: 'muted', text: 'No feature requests since the console began watching.' }));
 }
