@@ -354,6 +354,16 @@ fn warn_about_open_ports(
     }
 }
 
+/// `registry` loaded again without a Python pool (its Python UDFs load but do
+/// not run), for what keeps a registry for good, such as the periodic mock
+/// sources: a reload's old pool then stops once its requests are done.
+fn without_runtimes(registry: &Arc<Registry>, natives: &NativeUdfs) -> Arc<Registry> {
+    match Registry::load(registry.origin(), registry.spec().clone(), natives) {
+        Ok(r) => Arc::new(r),
+        Err(_) => Arc::clone(registry),
+    }
+}
+
 fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     RELOADS_ON_HANGUP.store(true, std::sync::atomic::Ordering::Release);
     logs::init(args.log_format);
@@ -391,6 +401,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             );
         }
         let limits = limits(&args);
+        let sources_registry = without_runtimes(&registry, &natives);
         let reloader = load::reloader(args.sources(), natives, Arc::clone(&store), feast_registry.clone());
         let shared = Shared::builder(registry, store)
             .runtimes(runtimes)
@@ -404,10 +415,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             .tls(tls.serving.iter().chain(&tls.admin).cloned().collect())
             .tracer(tracer.clone())
             .build();
-        let sources = oka_ingest::source::start(
-            shared.writer.clone(),
-            Arc::clone(&shared.loaded.load().registry),
-        )
+        let sources = oka_ingest::source::start(shared.writer.clone(), sources_registry)
             .await
             .map_err(|e| anyhow::anyhow!("mock source: {e}"))?;
         let sources = tokio::spawn(sources);

@@ -433,33 +433,40 @@ impl RuntimeDir {
     pub fn create(files: &[(&str, &str)]) -> Result<Self, StartError> {
         use std::sync::atomic::{AtomicU64, Ordering};
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "oka-python-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let made = std::fs::DirBuilder::new()
-            .mode(0o700)
-            .recursive(true)
-            .create(&dir)
-            .and_then(|()| {
-                for (path, text) in files {
-                    let path = dir.join(path);
-                    if let Some(parent) = path.parent() {
-                        std::fs::create_dir_all(parent)?;
-                    }
-                    std::fs::write(path, text)?;
-                }
-                Ok(())
-            });
-        let this = Self(dir);
-        made.map_err(|e| {
+        // A folder of our own: created here (never one that already exists,
+        // which someone else could have made), readable by us alone.
+        let mut dir = std::env::temp_dir();
+        let mut made = Err(std::io::ErrorKind::AlreadyExists.into());
+        for _ in 0..64 {
+            dir = std::env::temp_dir().join(format!(
+                "oka-python-{}-{}",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            ));
+            made = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+            if !matches!(&made, Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists) {
+                break;
+            }
+        }
+        let failed = |dir: &Path, e: std::io::Error| {
             interpreter(format!(
                 "cannot prepare the Python workers' folder {}: {}",
-                this.0.display(),
+                dir.display(),
                 oka_core::words::io_reason(&e)
             ))
-        })?;
+        };
+        made.map_err(|e| failed(&dir, e))?;
+        // Ours from here: removed when dropped, whatever happens next.
+        let this = Self(dir);
+        for (path, text) in files {
+            let path = this.0.join(path);
+            let written = match path.parent() {
+                Some(parent) => std::fs::create_dir_all(parent),
+                None => Ok(()),
+            }
+            .and_then(|()| std::fs::write(&path, text));
+            written.map_err(|e| failed(&this.0, e))?;
+        }
         Ok(this)
     }
 

@@ -252,3 +252,111 @@ def f(test_feature, case='ok'):
         assert!(e.contains(expected), "{c}: {e}");
     }
 }
+
+#[test]
+fn fuzzed_results_are_each_a_record_or_a_clear_error_and_the_worker_goes_on() {
+    let module = r#"
+import math, random
+
+def junk(rng, depth=0):
+    kind = rng.randrange(16)
+    if kind == 0: return None
+    if kind == 1: return rng.random() * 10 ** rng.randrange(-5, 300)
+    if kind == 2: return float(rng.choice(['nan', 'inf', '-inf']))
+    if kind == 3: return rng.randrange(-2 ** 70, 2 ** 70)
+    if kind == 4: return rng.choice([True, False])
+    if kind == 5: return 'x' * rng.choice([0, 1, 100, 3 << 20])
+    if kind == 6: return '\udc80' + 'y'
+    if kind == 7: return b'bytes'
+    if kind == 8: return {1, 2}
+    if kind == 9: return object()
+    if kind == 10: return complex(1, 2)
+    if kind == 11:
+        v = 1.0
+        for _ in range(rng.choice([3, 500, 5000])):
+            v = [v]
+        return v
+    if kind == 12 and depth < 3: return [junk(rng, depth + 1) for _ in range(rng.randrange(4))]
+    if kind == 13 and depth < 3: return {str(i): junk(rng, depth + 1) for i in range(rng.randrange(3))}
+    return rng.random()
+
+def f(test_feature):
+    rng = random.Random(int(test_feature['value']))
+    shape = rng.randrange(6)
+    if shape == 0:
+        return junk(rng)
+    if shape == 1:
+        return [{'value': junk(rng)} for _ in range(rng.randrange(3))]
+    if shape == 2:
+        return {'value': junk(rng), 'id': junk(rng)}
+    if shape == 3:
+        return {'value': junk(rng), 'timestamp': junk(rng)}
+    if shape == 4:
+        return {rng.choice([1, 2.5, None, True, 'value', 'colour', b'value']): junk(rng)}
+    return {'value': junk(rng)}
+"#;
+    let s = spec(
+        "  f:
+    kind: on_demand
+    entity: TestEntity
+    dependencies: [test_feature]
+    udf: {python: {file: udfs.py, function: f}}
+",
+    );
+    let l = load("fuzz", &s, module, 1).unwrap();
+    let ids: Vec<String> = (0..400).map(|i| format!("k{i}")).collect();
+    let data: Vec<(&str, f64)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| (id.as_str(), i as f64))
+        .collect();
+    let keys: Vec<_> = ids.iter().map(|id| json!({"id": id})).collect();
+    let out = run(
+        &l.registry,
+        &data,
+        json!({"target_features": ["f"], "keys": keys}),
+    );
+    let (mut present, mut failed) = (0, 0);
+    for (k, o) in out[0].1.iter().enumerate() {
+        match o {
+            oka_core::execute::Outcome::Present(rows) => {
+                present += 1;
+                for row in rows.iter() {
+                    assert!(
+                        matches!(row.columns[2], oka_core::Value::Float(f) if f.is_finite())
+                            || row.columns[2].is_null(),
+                        "key {k}: {row:?}"
+                    );
+                    assert!(
+                        matches!(
+                            row.columns[0],
+                            oka_core::Value::String(_) | oka_core::Value::Null
+                        ),
+                        "key {k}: {row:?}"
+                    );
+                }
+            }
+            oka_core::execute::Outcome::Error(why) => {
+                failed += 1;
+                assert!(why.starts_with("`f` (udfs.py:f): "), "key {k}: {why}");
+                assert!(
+                    why.len() < 2_000,
+                    "key {k}: a short message, not a dump ({} bytes)",
+                    why.len()
+                );
+            }
+            other => panic!("key {k}: {other:?}"),
+        }
+    }
+    assert!(
+        present > 20 && failed > 100,
+        "{present} records, {failed} errors"
+    );
+    let again = run(
+        &l.registry,
+        &[("ok", 2.0)],
+        json!({"target_features": ["f"], "keys": [{"id": "ok"}]}),
+    );
+    assert_eq!(again[0].1.len(), 1, "the worker goes on");
+    assert_eq!(l.pool.unwrap().health().alive, 1);
+}
