@@ -323,6 +323,8 @@ impl Pool {
     /// dropped): their frame, and where to send it. `None` leaves it idle.
     /// One UDF per batch: a slow UDF's batch holds no other UDF's keys.
     pub(crate) fn take_batch(&self, st: &mut State, i: usize) -> Option<Job> {
+        // A worker without its socket (not started yet) takes nothing.
+        let writer = st.slots[i].writer.clone()?;
         let mut calls: Vec<Pending> = Vec::new();
         let mut keys = 0;
         let mut rest = VecDeque::with_capacity(st.queue.len());
@@ -342,7 +344,6 @@ impl Pool {
         }
         st.queue = rest;
         let slot = &mut st.slots[i];
-        let writer = slot.writer.clone()?;
         if calls.is_empty() {
             slot.phase = Phase::Idle;
             return None;
