@@ -20,9 +20,10 @@ import pytest
 
 from oka_engine import Engine
 
-SPEC = open(os.environ["OKA_SPEC"], encoding="utf-8").read()
+SPEC_PATH = os.environ["OKA_SPEC"]
+SPEC = open(SPEC_PATH, encoding="utf-8").read()
 TRAINING = pq.read_table(os.environ["OKA_TRAINING"])
-ON_DEMAND = ["scaled", "txn_risk"]
+ON_DEMAND = ["scaled", "txn_risk", "scaled_py"]
 PIPELINE = ["profile", "merchant_risk"]
 INPUT_COLUMNS = [c for c in TRAINING.column_names
                  if not c.startswith(tuple(f"{f}__" for f in ON_DEMAND + ["txn", "spend_1h"]))]
@@ -59,13 +60,13 @@ def test_the_training_set_exercises_every_status():
 
 
 def test_a_table_gives_what_the_training_set_holds():
-    got = Engine(SPEC).compute(INPUT, features=ON_DEMAND)
+    got = Engine(SPEC, origin=SPEC_PATH).compute(INPUT, features=ON_DEMAND)
     assert got.column_names == INPUT_COLUMNS + OUTPUT_COLUMNS
     assert_same_columns(got, TRAINING, INPUT_COLUMNS + OUTPUT_COLUMNS)
 
 
 def test_record_batches_and_every_feature_by_default():
-    engine = Engine(SPEC)
+    engine = Engine(SPEC, origin=SPEC_PATH)
     batches = INPUT.to_batches(max_chunksize=333)
     assert len(batches) > 1
     got = engine.compute(iter(batches), features=ON_DEMAND)
@@ -80,7 +81,7 @@ def test_pandas_with_arrow_dtypes():
     import pandas as pd
 
     frame = INPUT.to_pandas(types_mapper=pd.ArrowDtype)
-    got = Engine(SPEC).compute(frame, features=ON_DEMAND)
+    got = Engine(SPEC, origin=SPEC_PATH).compute(frame, features=ON_DEMAND)
     assert_same_columns(got, TRAINING, OUTPUT_COLUMNS)
 
 
@@ -89,19 +90,19 @@ def test_pandas_numpy_dtypes_are_refused_by_name_where_an_int_became_float():
     # the column rather than guess that 754.0 was 754.
     frame = INPUT.to_pandas()
     with pytest.raises(ValueError, match=r"profile__visits"):
-        Engine(SPEC).compute(frame, features=ON_DEMAND)
+        Engine(SPEC, origin=SPEC_PATH).compute(frame, features=ON_DEMAND)
 
 
 def test_polars():
     import polars as pl
 
     frame = pl.from_arrow(INPUT)
-    got = Engine(SPEC).compute(frame, features=ON_DEMAND)
+    got = Engine(SPEC, origin=SPEC_PATH).compute(frame, features=ON_DEMAND)
     assert_same_columns(got, TRAINING, OUTPUT_COLUMNS)
 
 
 def test_args_for_rows_without_an_argument_column():
-    engine = Engine(SPEC)
+    engine = Engine(SPEC, origin=SPEC_PATH)
     no_factor = INPUT.drop_columns(["scaled.factor"])
     default = engine.compute(no_factor, features=["scaled"])
     given_default = engine.compute(no_factor, features=["scaled"], args={"scaled": {"factor": 1.5}})
@@ -121,14 +122,16 @@ def test_args_for_rows_without_an_argument_column():
 
 
 def test_the_gil_is_released_while_a_batch_computes():
-    engine = Engine(SPEC)
+    engine = Engine(SPEC, origin=SPEC_PATH)
     big = pa.concat_tables([INPUT] * 60).combine_chunks().to_batches()[0]
+    # The CEL features: a Python UDF takes the GIL back for its own batches.
+    cel = ["scaled", "txn_risk"]
     state = {"inside": False, "seen": []}
 
     def work():
         state["inside"] = True
         start = time.perf_counter()
-        engine._engine.compute_batch(big, ON_DEMAND, "{}", "timestamp")
+        engine._engine.compute_batch(big, cel, "{}", "timestamp")
         state["took"] = time.perf_counter() - start
         state["inside"] = False
 
@@ -148,7 +151,7 @@ def test_the_gil_is_released_while_a_batch_computes():
 def test_refusals_name_the_thing():
     with pytest.raises(ValueError, match=r"invalid spec"):
         Engine("version: 1\nfeatures: {x: {kind: nope}}\n")
-    engine = Engine(SPEC)
+    engine = Engine(SPEC, origin=SPEC_PATH)
     with pytest.raises(ValueError, match=r"profile__balance"):
         engine.compute(INPUT.drop_columns(["profile__balance"]), features=ON_DEMAND)
     with pytest.raises(ValueError, match=r"merchant_id"):
@@ -188,7 +191,7 @@ def test_spark_map_in_arrow(spark, tmp_path):
     # Spark SQL reads a dot in a column name as a path: the argument's column
     # is named `<feature>__<arg>` instead.
     pq.write_table(INPUT.rename_columns([c.replace("scaled.factor", "scaled__factor") for c in INPUT_COLUMNS]), path)
-    engine = Engine(SPEC)
+    engine = Engine(SPEC, origin=SPEC_PATH)
     df = spark.read.parquet(path).repartition(3)
     out = df.mapInArrow(engine.spark_map(ON_DEMAND), engine.spark_schema(df.schema, ON_DEMAND))
     got = out.toArrow()

@@ -20,10 +20,12 @@
 //! - `stats`: the pool's metrics.
 //! - `pool`: the workers, the queue, and how calls become batches.
 //! - `supervise`: each worker's thread: answers, time limits, replacement.
+//! - [`inproc`]: the same UDFs run in the caller's own interpreter (`oka-engine`).
 //! - [`volga`]: Volga's modules: Oka's stand-in for `volga.api`, and a module
 //!   described as a spec.
 
 mod decl;
+pub mod inproc;
 mod marshal;
 mod pool;
 mod process;
@@ -46,7 +48,7 @@ use crate::pool::{Pool, PoolCell, PythonUdf};
 use crate::process::{Launch, RuntimeDir, StartError};
 
 /// The worker's side of the protocol, written into the runtime folder.
-const WORKER_PY: &str = include_str!("worker.py");
+pub(crate) const WORKER_PY: &str = include_str!("worker.py");
 
 /// How the pool runs.
 #[derive(Debug, Clone)]

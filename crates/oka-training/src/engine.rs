@@ -54,10 +54,28 @@ pub struct Compute {
 pub struct SpecRefused(oka_core::SpecErrors);
 
 impl Engine {
-    /// Loads a spec (YAML text); native UDFs are not available here.
+    /// Loads a spec (YAML text); native UDFs are not available here, nor
+    /// Python ones (they load, and answer that they do not run here).
     pub fn new(spec_yaml: &str) -> Result<Self, SpecRefused> {
         let registry =
             Registry::from_yaml("spec", spec_yaml, &NativeUdfs::new()).map_err(SpecRefused)?;
+        Ok(Self { registry })
+    }
+
+    /// Loads a spec (YAML text) whose Python UDFs `python` runs; `origin` is
+    /// the spec's path (their files are relative to its folder).
+    pub fn with_python(
+        origin: &str,
+        spec_yaml: &str,
+        python: &dyn oka_core::batch::PythonUdfs,
+    ) -> Result<Self, SpecRefused> {
+        let natives = NativeUdfs::new();
+        let runtimes = oka_core::loader::UdfRuntimes {
+            natives: &natives,
+            python: Some(python),
+        };
+        let registry =
+            Registry::from_yaml_with(origin, spec_yaml, runtimes).map_err(SpecRefused)?;
         Ok(Self { registry })
     }
 

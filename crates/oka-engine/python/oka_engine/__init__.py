@@ -43,14 +43,17 @@ def _as_table(data: Any) -> pa.Table:
 class Engine:
     """A spec loaded once; ``compute`` may be called any number of times."""
 
-    def __init__(self, spec_yaml: str) -> None:
+    def __init__(self, spec_yaml: str, origin: Optional[str] = None) -> None:
+        """``origin``: the spec's path, when its Python UDFs' files are
+        relative to it. Python UDFs run in this interpreter."""
         self._spec = spec_yaml
-        self._engine = _Engine(spec_yaml)
+        self._origin = origin
+        self._engine = _Engine(spec_yaml, origin)
 
     @classmethod
     def from_file(cls, path: str) -> "Engine":
         with open(path, encoding="utf-8") as f:
-            return cls(f.read())
+            return cls(f.read(), origin=path)
 
     def output_schema(self, schema: pa.Schema, features: Optional[Sequence[str]] = None,
                       time_column: str = "timestamp") -> pa.Schema:
@@ -79,10 +82,10 @@ class Engine:
         """A function for Spark's ``DataFrame.mapInArrow``: each partition's
         batches in, the same rows with the features' columns out. The engine is
         built once per partition from the spec text (it is not pickled)."""
-        spec, feats, args_json = self._spec, _features(features), json.dumps(args or {})
+        spec, origin, feats, args_json = self._spec, self._origin, _features(features), json.dumps(args or {})
 
         def compute_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            engine = _Engine(spec)
+            engine = _Engine(spec, origin)
             for batch in batches:
                 yield engine.compute_batch(batch, feats, args_json, time_column)
 
