@@ -96,10 +96,6 @@ impl PoolRuntime {
 }
 
 impl UdfRuntime for PoolRuntime {
-    fn name(&self) -> &'static str {
-        "python"
-    }
-
     /// No worker alive and none starting: a worker being replaced (one
     /// starting) keeps the pool ready, so that one restart does not take the
     /// instance out of a load balancer.

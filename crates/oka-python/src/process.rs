@@ -5,9 +5,9 @@
 
 use std::collections::VecDeque;
 use std::fs::File;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read as _};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{DirBuilderExt as _, FileExt};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
@@ -243,8 +243,7 @@ impl Process {
                 .map_err(FrameError::Io)?;
             match self.frames.read(&mut self.stream) {
                 Err(FrameError::Waiting) => {
-                    if let Ok(Some(status)) = self.child.try_wait() {
-                        let _ = status;
+                    if let Ok(Some(_)) = self.child.try_wait() {
                         return Err(FrameError::Closed);
                     }
                 }
@@ -486,6 +485,3 @@ impl Drop for RuntimeDir {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
-
-use std::io::Read as _;
-use std::os::unix::fs::DirBuilderExt as _;

@@ -14,8 +14,6 @@ use crate::auth::ApiKeys;
 
 /// A runtime of a loaded spec's UDFs.
 pub trait UdfRuntime: Send + Sync + fmt::Debug {
-    /// Its name: `python`.
-    fn name(&self) -> &'static str;
     /// Why it cannot run its UDFs now (no worker alive, and why), if it cannot.
     fn unready(&self) -> Option<String>;
     /// Its metric families, read at scrape time.
