@@ -99,7 +99,8 @@ fn spec_text(
         SpecFrom::File(path) => (path.display().to_string(), read(path, "spec")?),
         SpecFrom::Demo => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
         SpecFrom::Volga(path) => {
-            let module = oka_python::volga::describe(&python.python, path).map_err(|e| fail(&e))?;
+            let module = oka_python::volga::describe(&python.python, python.memory_mib, path)
+                .map_err(|e| fail(&e))?;
             for note in &module.notes {
                 tracing::warn!("{note}");
             }

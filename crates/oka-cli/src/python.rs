@@ -150,27 +150,38 @@ pub enum VolgaCommand {
             default_value = "python3"
         )]
         python: PathBuf,
+        /// The interpreter's memory limit in MiB while it imports the module
+        /// (as a worker's, `--python-memory-mib`). 0: no limit.
+        #[arg(
+            long,
+            env = "OKA_PYTHON_MEMORY_MIB",
+            value_name = "MIB",
+            default_value_t = 1024
+        )]
+        python_memory_mib: u64,
     },
 }
 
 /// `oka volga …`.
 pub fn volga(command: &VolgaCommand) -> anyhow::Result<ExitCode> {
     match command {
-        VolgaCommand::Spec { module, python } => {
-            match oka_python::volga::describe(python, module) {
-                Ok(m) => {
-                    for note in &m.notes {
-                        eprintln!("note: {note}");
-                    }
-                    print!("{}", m.yaml);
-                    Ok(ExitCode::SUCCESS)
+        VolgaCommand::Spec {
+            module,
+            python,
+            python_memory_mib,
+        } => match oka_python::volga::describe(python, *python_memory_mib, module) {
+            Ok(m) => {
+                for note in &m.notes {
+                    eprintln!("note: {note}");
                 }
-                Err(e) => {
-                    eprintln!("{e}");
-                    Ok(ExitCode::FAILURE)
-                }
+                print!("{}", m.yaml);
+                Ok(ExitCode::SUCCESS)
             }
-        }
+            Err(e) => {
+                eprintln!("{e}");
+                Ok(ExitCode::FAILURE)
+            }
+        },
     }
 }
 
@@ -184,18 +195,20 @@ pub fn validate(
     natives: &NativeUdfs,
 ) -> anyhow::Result<ExitCode> {
     let (origin, yaml) = match (spec, volga_module) {
-        (_, Some(module)) => match oka_python::volga::describe(&python.python, module) {
-            Ok(m) => {
-                for note in &m.notes {
-                    eprintln!("note: {note}");
+        (_, Some(module)) => {
+            match oka_python::volga::describe(&python.python, python.python_memory_mib, module) {
+                Ok(m) => {
+                    for note in &m.notes {
+                        eprintln!("note: {note}");
+                    }
+                    (module.display().to_string(), m.yaml)
                 }
-                (module.display().to_string(), m.yaml)
+                Err(e) => {
+                    eprintln!("{e}");
+                    return Ok(ExitCode::FAILURE);
+                }
             }
-            Err(e) => {
-                eprintln!("{e}");
-                return Ok(ExitCode::FAILURE);
-            }
-        },
+        }
         (Some(spec), None) => {
             let origin = spec.display().to_string();
             let yaml = std::fs::read_to_string(spec).map_err(|e| {

@@ -251,4 +251,18 @@ fn a_volga_module_that_does_not_import_or_declares_what_oka_cannot_serve_is_name
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(expected), "{file}: {stderr}");
     }
+    // Importing is bounded in memory as a worker is: a module that allocates
+    // past --python-memory-mib is named with its line and the flag to raise.
+    std::fs::write(dir.join("hungry.py"), "x = 1\nbuf = bytearray(512 << 20)\n").unwrap();
+    let out = std::process::Command::new(common::OKA)
+        .args(["volga", "spec", dir.join("hungry.py").to_str().unwrap()])
+        .args(["--python", &python(), "--python-memory-mib", "128"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("hungry.py:2: MemoryError: importing it needs more than 128 MiB (raise --python-memory-mib"),
+        "{stderr}"
+    );
 }

@@ -83,9 +83,11 @@ pub fn shim_files() -> Vec<(String, &'static str)> {
 }
 
 /// Runs `describe.py` (in `dir`) on the module at `abs` with `python`, within
-/// [`DESCRIBE_TIMEOUT`]: how it ended, what it printed and what it logged.
+/// [`DESCRIBE_TIMEOUT`] and `memory_mib` of address space (0: no limit): how
+/// it ended, what it printed and what it logged.
 fn run(
     python: &Path,
+    memory_mib: u64,
     dir: &RuntimeDir,
     abs: &Path,
     shown: &str,
@@ -95,6 +97,7 @@ fn run(
         .arg(dir.path().join("describe.py"))
         .arg(dir.path().join(VOLGA_SHIM))
         .arg(abs)
+        .arg(memory_mib.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -145,8 +148,10 @@ fn run(
     Ok((status, stdout, stderr))
 }
 
-/// Describes the Volga module `module` as a spec, importing it with `python`.
-pub fn describe(python: &Path, module: &Path) -> Result<VolgaModule, VolgaError> {
+/// Describes the Volga module `module` as a spec, importing it with `python`
+/// in a process limited to `memory_mib` MiB of address space (0: no limit),
+/// as a worker is.
+pub fn describe(python: &Path, memory_mib: u64, module: &Path) -> Result<VolgaModule, VolgaError> {
     let shown = module.display().to_string();
     let fail = |message: String| VolgaError { message };
     let files = shim_files();
@@ -159,7 +164,7 @@ pub fn describe(python: &Path, module: &Path) -> Result<VolgaModule, VolgaError>
             oka_core::words::io_reason(&e)
         ))
     })?;
-    let (status, stdout, stderr) = run(python, &dir, &abs, &shown)?;
+    let (status, stdout, stderr) = run(python, memory_mib, &dir, &abs, &shown)?;
     let parsed: serde_json::Value = serde_json::from_slice(&stdout).map_err(|_| {
         let printed = String::from_utf8_lossy(&stderr);
         fail(format!(

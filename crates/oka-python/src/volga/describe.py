@@ -15,6 +15,7 @@ import importlib.util
 import inspect
 import json
 import os
+import resource
 import sys
 import typing
 
@@ -186,7 +187,10 @@ def on_demand_spec(name, f, entity, path, line, module):
 
 
 def main():
-    shim, path = sys.argv[1], os.path.abspath(sys.argv[2])
+    shim, path, memory_mib = sys.argv[1], os.path.abspath(sys.argv[2]), int(sys.argv[3])
+    if memory_mib > 0:
+        limit = memory_mib << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     try:
         import volga.api.on_demand  # noqa: F401  (the real package, when installed)
     except ImportError:
@@ -207,6 +211,8 @@ def main():
         if isinstance(e, SyntaxError) and e.filename == path:
             line = e.lineno
         text = e.msg if isinstance(e, SyntaxError) else str(e)
+        if isinstance(e, MemoryError):
+            text = "importing it needs more than %d MiB (raise --python-memory-mib, 0 for no limit)" % memory_mib
         result = {"problem": {"line": line, "message": "%s: %s" % (type(e).__name__, text)}}
     sys.stdout.write(json.dumps(result))
 
