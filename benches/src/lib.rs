@@ -78,10 +78,9 @@ pub fn request(target: &str, keys: usize) -> Vec<u8> {
 
 /// Serves one request body in process (parse → store → UDFs → encode) on `rt`.
 pub fn serve_once(rt: &tokio::runtime::Runtime, state: &AppState, body: &[u8]) -> Vec<u8> {
-    let served = rt.block_on(oka_server::serve::features(
+    let served = rt.block_on(oka_server::api::oka::features(
         state,
         body,
-        oka_server::serve::Dialect::Oka,
         oka_server::serve::Call::now(),
     ));
     served.unwrap().0

@@ -295,24 +295,6 @@ pub mod openapi {
         #[schema(examples("vm/0"))]
         pub server_id: String,
     }
-
-    /// The answer on Volga's routes (`/on_demand_compute`): Volga's shape.
-    #[derive(Debug, utoipa::ToSchema)]
-    pub struct VolgaFeatureResponse {
-        /// As on `/v1/features`, with naive UTC timestamps. `{}` when
-        /// `target_features` is empty.
-        pub results: IndexMap<String, Vec<Option<Vec<Record>>>>,
-        /// As on `/v1/features`; absent when `target_features` is empty.
-        #[schema(required = false)]
-        pub statuses: IndexMap<String, Vec<KeyStatus>>,
-        /// As on `/v1/features`.
-        #[schema(required = false)]
-        pub errors: IndexMap<String, Vec<Option<KeyError>>>,
-        /// The worker that answered: its 1-based number, an integer (Volga's client
-        /// parses an int).
-        #[schema(minimum = 1, examples(1))]
-        pub server_id: u32,
-    }
 }
 
 #[cfg(test)]

@@ -24,13 +24,12 @@
 //!   drain on shutdown; each accept loop is `oka_telemetry::http::Listener` (the
 //!   one every Oka port is served by: connection cap, timeouts, descriptor limits).
 
+pub mod api;
 pub mod auth;
 pub mod catalog;
 pub mod console;
 pub mod error;
-pub mod feast;
-pub mod grpc;
-pub mod ingest;
+pub mod guard;
 pub mod metrics;
 pub mod openapi;
 pub mod router;

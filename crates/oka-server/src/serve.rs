@@ -1,19 +1,18 @@
-//! The feature request path, in one walk of [`features`]:
-//! parse → prepare ([`Registry::prepare_with`](oka_core::Registry::prepare_with):
+//! The one request path under every wire API ([`crate::api`]), in one walk of
+//! [`compute`]: prepare ([`Registry::prepare_as`](oka_core::Registry::prepare_as):
 //! plan lookup, validation, keys parsed once) → the reads
 //! ([`Prepared::fetches`](oka_core::Prepared::fetches), batched, concurrent, results
-//! by id into [`Fetched`]) → UDFs ([`Execution`], Python's batches awaited) →
-//! encode.
+//! by id into [`Fetched`]) → UDFs ([`Execution`], Python's batches awaited). Each
+//! API parses its request into a [`Request`] before it and writes its answer
+//! from the [`Outputs`] after it.
 
 use std::time::{Duration, Instant};
 
 use futures::future::try_join_all;
 use oka_core::batch::BatchError;
 use oka_core::execute::{ExecuteError, Execution, Fetched, Outputs};
-use oka_core::json::BodyError;
 use oka_core::request::Prepared;
-use oka_core::value::TimeFormat;
-use oka_core::{ErrorCode, FeatureRequest, KeyPolicy, Registry, Timestamp, encode};
+use oka_core::{ErrorCode, FeatureRequest, KeyPolicy, Registry, Timestamp};
 use oka_telemetry::trace::RequestTrace;
 use tracing::debug;
 
@@ -21,8 +20,6 @@ use crate::error::ApiError;
 use crate::metrics::Leniency;
 use crate::spans;
 use crate::state::{AppState, Loaded, Shared};
-
-pub(crate) mod feast;
 
 /// Where a request's time went (the `Server-Timing` header).
 ///
@@ -89,42 +86,6 @@ impl Timing {
     }
 }
 
-/// Parses a feature request body.
-pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
-    oka_core::json::from_slice_strict(body, FeatureRequest::FIELDS).map_err(|e| {
-        let code = match e {
-            BodyError::UnknownField { .. } => ErrorCode::UnknownField,
-            BodyError::Malformed(_) => ErrorCode::MalformedRequest,
-        };
-        ApiError::new(code, format!("invalid request body: {e}"))
-    })
-}
-
-/// Parses a feature request body as Volga's server did: top-level fields it does
-/// not know are ignored (pydantic's default), and counted.
-fn parse_volga_request(state: &AppState, body: &[u8]) -> Result<FeatureRequest, ApiError> {
-    match parse_request(body) {
-        Err(e) if e.code == ErrorCode::UnknownField => {
-            let mut object: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
-                serde_json::from_slice(body).map_err(|_| e.clone())?;
-            object.retain(|k, _| FeatureRequest::FIELDS.contains(&k.as_str()));
-            let known = serde_json::to_vec(&object).map_err(|_| e)?;
-            let request = parse_request(&known)?;
-            state.shared.metrics.lenient(Leniency::UnknownField);
-            Ok(request)
-        }
-        other => other,
-    }
-}
-
-/// A request body as Oka's request in `dialect` (Oka's or Volga's).
-fn parse_as(state: &AppState, body: &[u8], dialect: Dialect) -> Result<FeatureRequest, ApiError> {
-    match dialect {
-        Dialect::Volga => parse_volga_request(state, body),
-        Dialect::Oka | Dialect::Feast => parse_request(body),
-    }
-}
-
 /// Deadlines a request may ask for, in milliseconds (header or body).
 pub const DEADLINE_MS: std::ops::RangeInclusive<u64> = 1..=600_000;
 
@@ -143,38 +104,6 @@ fn deadline_exceeded(deadline: Duration) -> ApiError {
             deadline.as_millis()
         ),
     )
-}
-
-/// Which API a feature request came in on: the wire format differs in details.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    /// Oka's own API (`POST /v1/features`).
-    Oka,
-    /// Volga's routes (`/on_demand_compute`): an integer `server_id`, naive UTC
-    /// timestamps.
-    Volga,
-    /// Feast's `POST /get-online-features` (`crate::feast`).
-    Feast,
-}
-
-impl Dialect {
-    /// How answers of this dialect write timestamps: Volga's clients get naive UTC
-    /// times, as Volga's server wrote them (Python code compares them with naive
-    /// datetimes); Oka's API keeps RFC 3339 with its offset.
-    fn times(self) -> TimeFormat {
-        match self {
-            Self::Oka | Self::Feast => TimeFormat::Rfc3339,
-            Self::Volga => TimeFormat::NaiveUtc,
-        }
-    }
-
-    /// The `server_id` this worker writes in answers of this dialect (JSON).
-    fn server_id(self, state: &AppState) -> &str {
-        match self {
-            Self::Oka | Self::Feast => &state.server_id,
-            Self::Volga => &state.volga_server_id,
-        }
-    }
 }
 
 /// A call of the request path: when it began, the deadline its caller set, and
@@ -199,71 +128,6 @@ impl Call<'_> {
             trace: None,
         }
     }
-}
-
-/// Serves one feature request in `dialect`.
-pub async fn features(
-    state: &AppState,
-    body: &[u8],
-    dialect: Dialect,
-    call: Call<'_>,
-) -> Result<(Vec<u8>, Timing), ApiError> {
-    let Call {
-        started,
-        deadline,
-        trace,
-    } = call;
-    let shared = &state.shared;
-    let mut timing = Timing::default();
-
-    // 1. Parse and validate; the plan was built at load. One spec version serves
-    //    the whole request, even if a reload lands meanwhile (a guard, not a
-    //    clone: the clone's count is one every core writes).
-    //    Volga's routes are as lenient as Volga's server where it answered 200.
-    let loaded = shared.loaded.load();
-    if dialect == Dialect::Feast {
-        return feast::features(state, &loaded, body, call).await;
-    }
-    let registry = &loaded.registry;
-    let request = parse_as(state, body, dialect)?;
-    let budget = time_budget(&request, deadline, shared.limits.default_deadline)?;
-    if dialect == Dialect::Volga && request.target_features.is_empty() {
-        shared.metrics.lenient(Leniency::EmptyTargets);
-        let body = format!(
-            r#"{{"results":{{}},"server_id":{}}}"#,
-            state.volga_server_id
-        );
-        return Ok((body.into_bytes(), timing));
-    }
-    let keys = match dialect {
-        Dialect::Oka | Dialect::Feast => KeyPolicy::Strict,
-        Dialect::Volga => KeyPolicy::NullForBadKeys,
-    };
-    let request = Request {
-        request,
-        keys,
-        started,
-        budget,
-        trace,
-    };
-    let (prepared, outputs) = compute(state, &loaded, request, &mut timing).await?;
-
-    // 4. Encode.
-    let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
-    let server_id = dialect.server_id(state);
-    encode::write_response(
-        registry,
-        &prepared,
-        &outputs,
-        server_id,
-        dialect.times(),
-        &mut body,
-    );
-    let (encode, done) = timing.lap(started);
-    timing.encode = encode;
-
-    computed(shared, call, done, prepared.key_count());
-    Ok((body, timing))
 }
 
 /// A parsed feature request, whichever API it came in on.

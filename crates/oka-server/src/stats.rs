@@ -211,6 +211,15 @@ impl Counts {
         self.rate_at(now_s())
     }
 
+    /// Every event still in the window's slots, the current second's included.
+    #[cfg(test)]
+    pub(crate) fn recorded(&self) -> u64 {
+        self.slots
+            .iter()
+            .map(|(_, c)| c.load(Ordering::Relaxed))
+            .sum()
+    }
+
     fn rate_at(&self, now: u64) -> f64 {
         let n: u64 = self
             .slots

@@ -114,7 +114,7 @@ fn authorize(state: &AppState, headers: &HeaderMap, caller: &Caller) -> Result<(
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("basic"));
     // `X-API-Key` wins over `Authorization`, as on every other route.
     let Some((_, credential)) = basic.filter(|_| !headers.contains_key("x-api-key")) else {
-        return loaded.keys.check(headers, caller, Scope::Admin);
+        return crate::guard::authorize(state, headers, caller, Scope::Admin);
     };
     let refused = || {
         ApiError::new(
@@ -134,7 +134,7 @@ fn authorize(state: &AppState, headers: &HeaderMap, caller: &Caller) -> Result<(
         "x-api-key",
         HeaderValue::from_str(key).map_err(|_| refused())?,
     );
-    loaded.keys.check(&as_key, caller, Scope::Admin)
+    crate::guard::authorize(state, &as_key, caller, Scope::Admin)
 }
 
 fn asset(body: &'static str, content_type: &'static str) -> Response {

@@ -179,14 +179,7 @@ pub(super) async fn reload(
     caller: Caller,
 ) -> Response {
     let keys_guard = state.shared.loaded.load().keys.admin_enabled();
-    if keys_guard
-        && let Err(e) = state
-            .shared
-            .loaded
-            .load()
-            .keys
-            .check(&headers, &caller, Scope::Admin)
-    {
+    if keys_guard && let Err(e) = crate::guard::authorize(&state, &headers, &caller, Scope::Admin) {
         state
             .shared
             .metrics

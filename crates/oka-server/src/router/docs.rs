@@ -10,13 +10,12 @@ use axum::body::Body;
 use axum::http::{HeaderValue, header};
 use axum::response::Response;
 use oka_core::ErrorCode;
-use oka_core::encode::openapi::{FeatureResponse, KeyStatus, Record, VolgaFeatureResponse};
+use oka_core::encode::openapi::{FeatureResponse, KeyStatus, Record};
 use oka_core::request::FeatureRequest;
 use oka_ingest::body::{BodySummary, RawBody, Rejection};
 use utoipa::OpenApi;
-use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Schema, SchemaType, Type};
 
+use crate::api::volga::schema::{VolgaFeatureRequest, VolgaFeatureResponse};
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::openapi::{ApiKeys, render, to_json};
 
@@ -31,11 +30,11 @@ use crate::openapi::{ApiKeys, render, to_json};
     ),
     servers((url = "http://127.0.0.1:1122", description = "A local `oka serve` (`--listen`).")),
     paths(
-        super::post_features,
-        super::post_volga,
-        super::get_volga,
-        super::get_catalog,
-        super::post_ingest,
+        crate::api::oka::post_features,
+        crate::api::volga::post_volga,
+        crate::api::volga::get_volga,
+        crate::api::oka::get_catalog,
+        crate::api::oka::post_ingest,
     ),
     components(schemas(
         FeatureRequest, VolgaFeatureRequest, FeatureResponse, VolgaFeatureResponse, Record, KeyStatus,
@@ -81,73 +80,6 @@ struct ServingApi;
     ),
 )]
 struct AdminApi;
-
-/// `FeatureRequest` as Volga's routes read it, where an unknown top-level field is
-/// ignored rather than refused: its schema, made from `FeatureRequest`'s.
-#[derive(Debug)]
-pub(super) struct VolgaFeatureRequest;
-
-impl utoipa::PartialSchema for VolgaFeatureRequest {
-    fn schema() -> RefOr<Schema> {
-        let mut schema = <FeatureRequest as utoipa::PartialSchema>::schema();
-        if let RefOr::T(Schema::Object(lenient)) = &mut schema {
-            lenient.additional_properties = None;
-            lenient.description = Some(
-                "A feature request as Volga's routes read it: the fields of `FeatureRequest`, with Volga's leniency where Volga's server answered 200: a top-level field Oka does not know is ignored, `target_features` may be empty (the answer's `results` is then empty, and the other fields are not read), and a key object whose fields do not fit the entity (a missing key field, an unknown one, a value of the wrong type) is answered `null` with status `invalid_key` (so a key object's values may be any JSON value; a key that is not an object is still a 400).".to_owned(),
-            );
-            if let Some(RefOr::T(Schema::Array(targets))) =
-                lenient.properties.get_mut("target_features")
-            {
-                targets.min_items = None;
-            }
-            let any_keys = || {
-                let loose_key = ObjectBuilder::new().additional_properties(Some(
-                    ObjectBuilder::new().schema_type(SchemaType::AnyValue),
-                ));
-                ArrayBuilder::new().items(loose_key).description(Some(
-                    "Key objects; one whose fields do not fit the entity is answered `null` with status `invalid_key`.",
-                ))
-            };
-            lenient.properties.insert(
-                "keys".to_owned(),
-                any_keys()
-                    .schema_type(SchemaType::Array(vec![Type::Array, Type::Null]))
-                    .into(),
-            );
-            // With no targets nothing else is read (Volga answered 200 then);
-            // with targets, each feature's query arguments are checked against
-            // the query it reads (`400 invalid_query_arg`).
-            let any_args = ObjectBuilder::new()
-                .schema_type(SchemaType::Array(vec![Type::Object, Type::Null]))
-                .additional_properties(Some(
-                    ObjectBuilder::new().schema_type(SchemaType::AnyValue),
-                ));
-            lenient.properties.insert(
-                "query_args".to_owned(),
-                ObjectBuilder::new()
-                    .schema_type(SchemaType::Array(vec![Type::Object, Type::Null]))
-                    .additional_properties(Some(any_args))
-                    .description(Some(
-                        "Query parameters by feature name, as in `FeatureRequest`: `start`/`end` (RFC 3339 or epoch seconds) or `n`. Checked only for the features the targets read, so any values pass with an empty `target_features`.",
-                    ))
-                    .into(),
-            );
-            lenient.properties.insert(
-                "feature_keys".to_owned(),
-                ObjectBuilder::new()
-                    .schema_type(SchemaType::Array(vec![Type::Object, Type::Null]))
-                    .additional_properties(Some(any_keys()))
-                    .description(Some(
-                        "Key lists by feature name (Volga's form); items as in `keys`.",
-                    ))
-                    .into(),
-            );
-        }
-        schema
-    }
-}
-
-impl utoipa::ToSchema for VolgaFeatureRequest {}
 
 static SERVING: LazyLock<String> = LazyLock::new(|| {
     render(&keys_required(json_in_path(

@@ -1,6 +1,6 @@
 //! Feast's gRPC services on `--grpc-listen`, one listener per worker on the
 //! same port (`SO_REUSEPORT`, as the HTTP port), each serving on its worker's
-//! runtime with its worker's store (`crate::grpc`).
+//! runtime with its worker's store (`crate::api::feast::grpc`).
 //!
 //! The bounds of the HTTP port, as HTTP/2 allows them: at most
 //! `max_connections` connections per worker (beyond, a new connection is closed
@@ -27,7 +27,7 @@ use tonic::transport::server::{Connected, TcpConnectInfo};
 use tracing::{debug, error, info};
 
 use super::ConnTimeouts;
-use crate::grpc::FeastGrpc;
+use crate::api::feast::grpc::FeastGrpc;
 use crate::state::AppState;
 
 /// Calls one connection may have open at once.

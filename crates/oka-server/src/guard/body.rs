@@ -18,8 +18,8 @@ use crate::state::AppState;
 /// A request body in memory, and the ingest budget it holds (if it was read
 /// against the budget) until dropped.
 #[derive(Debug)]
-pub(super) struct BodyBytes {
-    pub(super) bytes: Bytes,
+pub(crate) struct BodyBytes {
+    pub(crate) bytes: Bytes,
     _budget: Option<OwnedSemaphorePermit>,
 }
 
@@ -55,7 +55,7 @@ fn take_budget(
 /// (413) before any of the body is read, and so is a body that grows past it; the
 /// body must arrive within the body-read timeout (408), shutdown or not. With `budget`, the body's
 /// bytes are also taken from the ingest budget (503 at once when it is spent).
-pub(super) async fn read_body(
+pub(crate) async fn read_body(
     state: &AppState,
     headers: &HeaderMap,
     body: Body,

@@ -147,7 +147,7 @@ async fn write(
             writer
                 .write(&registry, id, chunk.to_vec())
                 .await
-                .map_err(|e| crate::ingest::write_failed(shared, &e, written))?;
+                .map_err(|e| crate::api::write_failed(shared, &e, written))?;
             written += chunk.len();
         }
     }

@@ -5,7 +5,6 @@
 use oka_core::{ErrorCode, Timestamp};
 use oka_ingest::IngestMetrics;
 use oka_ingest::body::{self, BodyError};
-use oka_storage::{StoreError, StoreErrorKind};
 
 use crate::error::ApiError;
 use crate::state::Shared;
@@ -31,37 +30,9 @@ pub async fn ingest(shared: &Shared, body: &[u8]) -> Result<Vec<u8>, ApiError> {
         BodyError::UnknownField(_) => ApiError::new(ErrorCode::UnknownField, e.to_string()),
         BodyError::UnknownFeature(_) => ApiError::new(ErrorCode::UnknownFeature, e.to_string()),
         BodyError::NotPipeline(_) => ApiError::new(ErrorCode::InvalidRequest, e.to_string()),
-        BodyError::Store { error, written } => write_failed(shared, &error, written),
+        BodyError::Store { error, written } => crate::api::write_failed(shared, &error, written),
         _ => ApiError::new(ErrorCode::Internal, "internal error"),
     })?;
     shared.metrics.rows_rejected(summary.rejected as u64);
     serde_json::to_vec(&summary).map_err(|_| ApiError::new(ErrorCode::Internal, "internal error"))
-}
-
-/// The answer to a write that failed in the store after `written` records of the
-/// request were stored (`/v1/ingest`, Feast's `/push` and
-/// `/write-to-online-store`): the store's outage is noted, and the message says
-/// what was written and that sending the request again is safe.
-pub(crate) fn write_failed(shared: &Shared, error: &StoreError, written: usize) -> ApiError {
-    if error.kind == StoreErrorKind::Unsupported {
-        return ApiError::new(
-            ErrorCode::UnsupportedByStore,
-            crate::error::UNSUPPORTED_BY_STORE,
-        );
-    }
-    shared.store_watch.failed(error);
-    tracing::debug!(kind = error.kind.label(), error = %error.message, written, "a write failed in the store");
-    let (code, what) = match error.kind {
-        StoreErrorKind::Timeout => (ErrorCode::StoreTimeout, "did not answer in time"),
-        StoreErrorKind::Unavailable
-        | StoreErrorKind::Unauthorized
-        | StoreErrorKind::Misconfigured => (ErrorCode::StoreUnavailable, "is unavailable"),
-        _ => (ErrorCode::Internal, "failed"),
-    };
-    ApiError::new(
-        code,
-        format!(
-            "the feature store {what}; {written} records of the body were written before it failed; send the body again (a record written twice is stored once)"
-        ),
-    )
 }

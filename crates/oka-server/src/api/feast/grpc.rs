@@ -3,13 +3,14 @@
 //! what the removed Go feature server served) and `GrpcFeatureServer`
 //! (`GetOnlineFeatures`, `Push`, `WriteToOnlineStore`: what `feast listen`
 //! serves). A request is taken into the same plan as Feast's HTTP route
-//! (`crate::feast::plan`), read and computed by the same code as every request
-//! (`crate::serve::compute`), under the same API keys (from the call's
-//! metadata), admission, deadlines (`grpc-timeout`) and limits; its answer is
+//! ([`super::plan`]), read and computed by the same code as every request
+//! ([`crate::serve::compute`]), inside the same guard ([`crate::guard::grpc`]:
+//! API keys from the call's metadata, admission, deadlines from `grpc-timeout`,
+//! the in-flight gauge, metrics, live statistics, the trace); its answer is
 //! Feast's `GetOnlineFeaturesResponse`.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use base64::Engine as _;
 use oka_core::execute::Outcome;
@@ -28,14 +29,16 @@ use oka_feast::proto::serving::{
 };
 use oka_feast::proto::types::{RepeatedValue, Value as ProtoValue, value::Val};
 use serde_json::Value as Json;
-use tonic::{Code, Request, Response, Status};
+use tonic::{Request, Response, Status};
 
-use crate::auth::{Caller, Scope};
+use super::compute::{compute_groups, key_count, registry};
+use super::{Computed, Out, Plan};
+use crate::auth::Scope;
 use crate::error::ApiError;
-use crate::feast::{Computed, Out, Plan};
+use crate::guard;
 use crate::metrics::Route;
-use crate::serve::{self, Timing, feast};
-use crate::spans::{self, Ending, Operation, Trace};
+use crate::serve::{self, Timing};
+use crate::spans;
 use crate::state::AppState;
 
 /// Both of Feast's gRPC services, on one worker's state.
@@ -56,107 +59,18 @@ impl FeastGrpc {
         Self { state }
     }
 
-    /// One call, with the bookkeeping of the HTTP routes: the API key check,
-    /// admission, the latency under `route` and the status it maps to.
-    async fn call<T, F, Fut>(
-        &self,
-        (route, method): (Route, &'static str),
-        metadata: &tonic::metadata::MetadataMap,
-        scope: Scope,
-        handler: F,
-    ) -> Result<Response<T>, Status>
-    where
-        F: FnOnce(Instant, Trace) -> Fut,
-        Fut: Future<Output = Result<T, ApiError>>,
-    {
-        let started = Instant::now();
-        let state = &self.state;
-        let headers = metadata.clone().into_headers();
-        let trace = spans::begin(&state.shared, Operation::Grpc(method), &headers, started);
-        let answer = async {
-            // The gRPC port speaks plain HTTP/2: no client certificates.
-            state
-                .shared
-                .loaded
-                .load()
-                .keys
-                .check(&headers, &Caller::default(), scope)?;
-            let _slot = state.admit().ok_or_else(|| {
-                ApiError::new(
-                    ErrorCode::Overloaded,
-                    "this worker is at its in-flight limit; retry shortly",
-                )
-            })?;
-            handler(started, trace.clone()).await
-        }
-        .await;
-        let status = answer
-            .as_ref()
-            .map_or_else(|e| e.status().as_u16(), |_| 200);
-        state
-            .shared
-            .metrics
-            .request(route, status, started.elapsed());
-        let ending = Ending {
-            status,
-            grpc_code: Some(answer.as_ref().err().map_or(0, |e| code_of(e) as i32)),
-            error: answer.as_ref().err().map(|e| e.code),
-        };
-        spans::end(&state.shared, &trace, Operation::Grpc(method), ending);
-        answer.map(Response::new).map_err(|e| status_of(&e))
-    }
-
     async fn online(
         &self,
         request: Request<GetOnlineFeaturesRequest>,
         method: &'static str,
     ) -> Result<Response<GetOnlineFeaturesResponse>, Status> {
-        let deadline = grpc_timeout(request.metadata());
         let (metadata, _, request) = request.into_parts();
         let method = (Route::FeastGrpc, method);
-        self.call(
-            method,
-            &metadata,
-            Scope::Read,
-            |started, trace| async move {
-                let call = serve::Call {
-                    started,
-                    deadline: deadline?,
-                    trace: trace.as_deref(),
-                };
-                get_online_features(&self.state, request, call).await
-            },
-        )
+        guard::grpc(&self.state, method, &metadata, Scope::Read, async |call| {
+            get_online_features(&self.state, request, call).await
+        })
         .await
     }
-}
-
-/// The call's `grpc-timeout` (its deadline), if it gave one: at most the
-/// longest deadline Oka takes.
-fn grpc_timeout(metadata: &tonic::metadata::MetadataMap) -> Result<Option<Duration>, ApiError> {
-    let Some(v) = metadata.get("grpc-timeout") else {
-        return Ok(None);
-    };
-    let bad = || {
-        ApiError::new(
-            ErrorCode::InvalidRequest,
-            "`grpc-timeout` must be digits and a unit (H, M, S, m, u or n)",
-        )
-    };
-    let v = v.to_str().map_err(|_| bad())?;
-    let (digits, unit) = v.split_at(v.len().saturating_sub(1));
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    let d = match unit {
-        "H" => Duration::from_secs(n.saturating_mul(3600)),
-        "M" => Duration::from_secs(n.saturating_mul(60)),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return Err(bad()),
-    };
-    let max = Duration::from_millis(*serve::DEADLINE_MS.end());
-    Ok(Some(d.clamp(Duration::from_millis(1), max)))
 }
 
 async fn get_online_features(
@@ -164,26 +78,26 @@ async fn get_online_features(
     request: GetOnlineFeaturesRequest,
     call: serve::Call<'_>,
 ) -> Result<GetOnlineFeaturesResponse, ApiError> {
-    let feast = feast::registry(state)?;
+    let feast = registry(state)?;
     let loaded = state.shared.loaded.load_full();
     let registry = &loaded.registry;
-    let (requests, plan) = crate::feast::plan(&feast, registry, &feast_request(request)?)?;
+    let (requests, plan) = super::plan(&feast, registry, &feast_request(request)?)?;
     let mut timing = Timing::default();
-    let groups = feast::compute_groups(state, &loaded, requests, call, &mut timing).await?;
+    let groups = compute_groups(state, &loaded, requests, call, &mut timing).await?;
     let answer = response(registry, &groups, &plan)?;
     let done = Instant::now();
     // The answer's encoding: from the end of the UDFs (the first group's).
     let udfs_done = call.started + timing.parse + timing.storage + timing.udf;
     timing.encode = done.saturating_duration_since(udfs_done);
     spans::phases(call.trace, timing.phases());
-    serve::computed(&state.shared, call, done, feast::key_count(&groups));
+    serve::computed(&state.shared, call, done, key_count(&groups));
     Ok(answer)
 }
 
 /// The gRPC request as the one Feast's HTTP route takes: the entity columns and
 /// the request context (request data of on-demand views) both in `entities`,
 /// sorted by name (a protobuf map has no order).
-fn feast_request(request: GetOnlineFeaturesRequest) -> Result<crate::feast::Request, ApiError> {
+fn feast_request(request: GetOnlineFeaturesRequest) -> Result<super::Request, ApiError> {
     let mut columns: Vec<(String, RepeatedValue)> = request
         .entities
         .into_iter()
@@ -200,7 +114,7 @@ fn feast_request(request: GetOnlineFeaturesRequest) -> Result<crate::feast::Requ
         Some(Kind::Features(FeatureList { val })) => (None, val),
         None => (None, Vec::new()),
     };
-    Ok(crate::feast::Request {
+    Ok(super::Request {
         entities,
         feature_service,
         features,
@@ -308,25 +222,6 @@ fn response(
     })
 }
 
-/// An error as a gRPC status: the code that fits its HTTP status, Oka's message.
-pub fn status_of(e: &ApiError) -> Status {
-    Status::new(code_of(e), format!("{}: {}", e.code.as_str(), e.message))
-}
-
-/// The gRPC code that fits an error's HTTP status.
-fn code_of(e: &ApiError) -> Code {
-    match e.status().as_u16() {
-        400 | 413 | 422 => Code::InvalidArgument,
-        401 => Code::Unauthenticated,
-        403 => Code::PermissionDenied,
-        404 => Code::NotFound,
-        408 | 504 => Code::DeadlineExceeded,
-        429 | 503 => Code::Unavailable,
-        501 => Code::Unimplemented,
-        _ => Code::Internal,
-    }
-}
-
 /// A single-row write of `GrpcFeatureServer` (`Push`, `WriteToOnlineStore`)
 /// as the `df` of Feast's HTTP write routes: `typed_features` as their values,
 /// or `features` as strings.
@@ -375,15 +270,15 @@ impl GrpcFeatureServer for FeastGrpc {
     async fn push(&self, request: Request<PushRequest>) -> Result<Response<PushResponse>, Status> {
         let (metadata, _, r) = request.into_parts();
         let method = (Route::FeastGrpc, "feast.serving.GrpcFeatureServer/Push");
-        self.call(method, &metadata, Scope::Write, |_, _| async {
-            let feast = feast::registry(&self.state)?;
+        guard::grpc(&self.state, method, &metadata, Scope::Write, async |_| {
+            let feast = registry(&self.state)?;
             let to = if r.to.is_empty() { "online" } else { &r.to };
             let body = serde_json::json!({
                 "push_source_name": r.stream_feature_view,
                 "df": df_of(&r.features, &r.typed_features)?,
                 "to": to,
             });
-            crate::feast::push(&self.state.shared, &feast, body.to_string().as_bytes()).await?;
+            super::push(&self.state.shared, &feast, body.to_string().as_bytes()).await?;
             Ok(PushResponse { status: true })
         })
         .await
@@ -398,18 +293,14 @@ impl GrpcFeatureServer for FeastGrpc {
             Route::FeastGrpc,
             "feast.serving.GrpcFeatureServer/WriteToOnlineStore",
         );
-        self.call(method, &metadata, Scope::Write, |_, _| async {
-            let feast = feast::registry(&self.state)?;
+        guard::grpc(&self.state, method, &metadata, Scope::Write, async |_| {
+            let feast = registry(&self.state)?;
             let body = serde_json::json!({
                 "feature_view_name": r.feature_view_name,
                 "df": df_of(&r.features, &r.typed_features)?,
             });
-            crate::feast::write_to_online_store(
-                &self.state.shared,
-                &feast,
-                body.to_string().as_bytes(),
-            )
-            .await?;
+            super::write_to_online_store(&self.state.shared, &feast, body.to_string().as_bytes())
+                .await?;
             Ok(WriteToOnlineStoreResponse { status: true })
         })
         .await

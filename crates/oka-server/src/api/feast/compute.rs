@@ -1,6 +1,6 @@
 //! Feast's requests on the request path (`POST /get-online-features`, and the
 //! gRPC services' `GetOnlineFeatures`): Feast's request becomes one Oka request
-//! per row group ([`crate::feast::plan`]), each computed by [`super::compute`]
+//! per row group ([`super::plan`]), each computed by [`crate::serve::compute`]
 //! (concurrently when there are several), and the answer is written from them
 //! all in Feast's shape.
 
@@ -13,8 +13,8 @@ use oka_core::request::Prepared;
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy};
 use oka_feast::FeastRegistry;
 
-use super::{Call, Request, Timing, compute, computed, time_budget};
 use crate::error::ApiError;
+use crate::serve::{Call, Request, Timing, compute, computed, time_budget};
 use crate::state::{AppState, Loaded};
 
 /// Row groups computed at once (each one Oka request, with its store reads).
@@ -33,17 +33,18 @@ pub(crate) fn registry(state: &AppState) -> Result<Arc<FeastRegistry>, ApiError>
 /// `POST /get-online-features`: the JSON answer and its timing.
 pub(crate) async fn features(
     state: &AppState,
-    loaded: &Loaded,
     body: &[u8],
     call: Call<'_>,
 ) -> Result<(Vec<u8>, Timing), ApiError> {
     let feast = registry(state)?;
-    let (requests, plan) = crate::feast::parse(&feast, &loaded.registry, body)?;
+    // One spec version serves the whole request.
+    let loaded = state.shared.loaded.load();
+    let (requests, plan) = super::parse(&feast, &loaded.registry, body)?;
     let mut timing = Timing::default();
-    let groups = compute_groups(state, loaded, requests, call, &mut timing).await?;
+    let groups = compute_groups(state, &loaded, requests, call, &mut timing).await?;
     let t = Instant::now();
     let mut out = Vec::with_capacity(256 + 64 * plan.rows * plan.columns.len());
-    crate::feast::write_response(&loaded.registry, &groups, &plan, &mut out);
+    super::write_response(&loaded.registry, &groups, &plan, &mut out);
     let done = Instant::now();
     timing.encode = done.saturating_duration_since(t);
     computed(&state.shared, call, done, key_count(&groups));

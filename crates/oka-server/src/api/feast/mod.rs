@@ -1,5 +1,6 @@
-//! Feast's `POST /get-online-features` (on the serving port under `oka serve
-//! --feast-repo`): Feast's request becomes Oka's (one target per feature view,
+//! Feast's API (under `oka serve --feast-repo`): its HTTP routes on the serving
+//! port ([`routes`]) and its gRPC services ([`grpc`]), Feast's writes
+//! ([`write`]), and `get-online-features`, where Feast's request becomes Oka's (one target per feature view,
 //! the view's join keys from the entity columns), runs through the same reads
 //! and executor as every request, and is answered in Feast's shape:
 //! `{"results": [{"values", "statuses", "event_timestamps"}…], "metadata":
@@ -18,8 +19,12 @@ use serde_json::Value as Json;
 use crate::error::ApiError;
 
 mod answer;
+mod compute;
+pub(crate) mod grpc;
+mod routes;
 mod write;
 pub use answer::write_response;
+pub(crate) use routes::routes;
 pub use write::{push, write_to_online_store};
 
 /// Feast's request body (fields Feast's server does not know are ignored, as

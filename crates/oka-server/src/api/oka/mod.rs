@@ -1,0 +1,174 @@
+//! Oka's own API on the serving port: `POST /v1/features` (its request parsed
+//! strictly, its answer with RFC 3339 timestamps and the `"<host>/<worker>"`
+//! server id), `GET /v1/features` (the registry) and `POST /v1/ingest`.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::post;
+use bytes::Bytes;
+use oka_core::json::BodyError;
+use oka_core::value::TimeFormat;
+use oka_core::{ErrorCode, FeatureRequest, KeyPolicy, encode};
+
+use crate::auth::{Caller, Scope};
+use crate::error::ApiError;
+use crate::guard::{self, DeadlineHeader, Errors, read_body};
+use crate::metrics::Route;
+use crate::openapi::{CatalogErrors, FeatureErrors, IngestErrors};
+use crate::serve::{self, Call, Timing};
+use crate::state::AppState;
+
+mod ingest;
+
+/// Oka's routes.
+pub(crate) fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/v1/features", post(post_features).get(get_catalog))
+        .route("/v1/ingest", post(post_ingest))
+}
+
+/// Parses a feature request body: strictly (an unknown field is refused).
+pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
+    oka_core::json::from_slice_strict(body, FeatureRequest::FIELDS).map_err(|e| {
+        let code = match e {
+            BodyError::UnknownField { .. } => ErrorCode::UnknownField,
+            BodyError::Malformed(_) => ErrorCode::MalformedRequest,
+        };
+        ApiError::new(code, format!("invalid request body: {e}"))
+    })
+}
+
+/// Serves one `POST /v1/features` body: parse, [`serve::compute`], encode.
+pub async fn features(
+    state: &AppState,
+    body: &[u8],
+    call: Call<'_>,
+) -> Result<(Vec<u8>, Timing), ApiError> {
+    let request = parse_request(body)?;
+    let shape = (TimeFormat::Rfc3339, &*state.server_id);
+    answer(state, request, KeyPolicy::Strict, shape, call).await
+}
+
+/// Computes `request` (parsed by its API, its bad keys taken as `keys` says)
+/// and writes the answer in Oka's shape (Volga's is the same with its own
+/// timestamps and server id): timestamps as `times`, `server_id` verbatim.
+pub(crate) async fn answer(
+    state: &AppState,
+    request: FeatureRequest,
+    keys: KeyPolicy,
+    (times, server_id): (TimeFormat, &str),
+    call: Call<'_>,
+) -> Result<(Vec<u8>, Timing), ApiError> {
+    let shared = &state.shared;
+    // One spec version serves the whole request, even if a reload lands
+    // meanwhile (a guard, not a clone: the clone's count is one every core writes).
+    let loaded = shared.loaded.load();
+    let budget = serve::time_budget(&request, call.deadline, shared.limits.default_deadline)?;
+    let mut timing = Timing::default();
+    let request = serve::Request {
+        request,
+        keys,
+        started: call.started,
+        budget,
+        trace: call.trace,
+    };
+    let (prepared, outputs) = serve::compute(state, &loaded, request, &mut timing).await?;
+    let mut body = Vec::with_capacity(256 + 128 * prepared.key_count());
+    encode::write_response(
+        &loaded.registry,
+        &prepared,
+        &outputs,
+        server_id,
+        times,
+        &mut body,
+    );
+    let (encode, done) = timing.lap(call.started);
+    timing.encode = encode;
+    serve::computed(shared, call, done, prepared.key_count());
+    Ok((body, timing))
+}
+
+/// `POST /v1/features`.
+#[utoipa::path(post, path = "/v1/features", tag = "features", operation_id = "features",
+    summary = "Compute features for keys (Oka's API)",
+    description = "Reads the pipeline features the targets need from the store (batched) and runs the on-demand UDFs over them. Strict: an unknown top-level field, a key object that does not fit its entity, or an empty `target_features` is a 400. There are no partial answers: a failed store read fails the whole request; a failing UDF marks only its key `error`.",
+    params(DeadlineHeader),
+    request_body(content = oka_core::FeatureRequest, description = "The request; its `Content-Type` is not checked (the body is always parsed as JSON)."),
+    responses(
+        (status = 200, description = "The features: one value and one status per key of each target.", body = oka_core::encode::openapi::FeatureResponse,
+            headers(("server-timing" = String, description = "Where the request's time went, in ms: `parse;dur=…, storage;dur=…, udf;dur=…, encode;dur=…`."))),
+        FeatureErrors,
+    ),
+    security((), ("bearer" = ["read"]), ("api_key" = ["read"])))]
+pub(crate) async fn post_features(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Caller,
+    body: Body,
+) -> Response {
+    let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
+    guard::feature_request(
+        &state,
+        (Route::Features, Errors::Json),
+        (&headers, &caller),
+        body,
+        async |body: Bytes, call| features(&state, &body, call).await,
+    )
+    .await
+}
+
+/// `GET /v1/features`.
+#[utoipa::path(get, path = "/v1/features", tag = "registry", operation_id = "registry",
+    summary = "The loaded spec: entities and features",
+    description = "The registry as JSON, encoded at start and again on each reload.",
+    responses(
+        (status = 200, description = "The registry.", body = crate::catalog::Catalog),
+        CatalogErrors,
+    ),
+    security((), ("bearer" = ["read"]), ("api_key" = ["read"])))]
+pub(crate) async fn get_catalog(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Caller,
+) -> Response {
+    guard::http(&state, Route::Registry, Some(&headers), |_, _| async {
+        guard::authorize(&state, &headers, &caller, Scope::Read)?;
+        let _slot = guard::admit(&state)?;
+        Ok(guard::json_response(
+            state.shared.loaded.load().catalog_json.clone(),
+        ))
+    })
+    .await
+}
+
+/// `POST /v1/ingest`.
+#[utoipa::path(post, path = "/v1/ingest", tag = "ingest", operation_id = "ingest",
+    summary = "Write records of a pipeline feature",
+    description = "Writes the body's valid records through the batched write path and answers once they are stored; invalid records are reported and not written (the answer is 200 even then). A body that is not JSON writes nothing. If the store fails for good, the message says how many records were written before it failed; a retry is idempotent for records that carry their own timestamp.",
+    request_body(content = oka_ingest::body::RawBody<'static>, description = "The feature and its records."),
+    responses(
+        (status = 200, description = "What was written and what was rejected.", body = oka_ingest::body::BodySummary),
+        IngestErrors,
+    ),
+    security((), ("bearer" = ["write"]), ("api_key" = ["write"])))]
+pub(crate) async fn post_ingest(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Caller,
+    body: Body,
+) -> Response {
+    guard::http(&state, Route::Ingest, Some(&headers), |_, _| async {
+        guard::authorize(&state, &headers, &caller, Scope::Write)?;
+        let budget = Arc::clone(&state.shared.ingest_budget);
+        let body = read_body(&state, &headers, body, Some(&budget)).await?;
+        let _slot = guard::admit(&state)?;
+        let summary = ingest::ingest(&state.shared, &body.bytes).await?;
+        Ok(guard::json_response(summary))
+    })
+    .await
+}
