@@ -1,14 +1,15 @@
 //! Oka's HTTP serving. The server never names a concrete store backend.
 //!
-//! - [`router`](mod@router): the serving router (`/v1/features`, Volga's `/on_demand_compute`,
-//!   `/v1/ingest`) and the admin router (`/healthz`, `/readyz`, `/metrics`, `/stats`,
+//! - [`router`](mod@router): the serving router (each wire API's routes merged)
+//!   and the admin router (`/healthz`, `/readyz`, `/metrics`, `/stats`,
 //!   `/admin/reload`, `/openapi.json`); `router::docs`: the OpenAPI documents of both
 //!   ports, from the handlers' `#[utoipa::path]` attributes; [`openapi`]: their
 //!   parts (each route's error answers, the security schemes, the rendering).
-//! - [`serve`]: the feature request path — parse, prepare, batched reads, UDFs, encode.
-//! - [`feast`]: Feast's `POST /get-online-features` as a dialect of the request
-//!   path (under `oka serve --feast-repo`).
-//! - [`ingest`]: `POST /v1/ingest` (the write path itself is the `oka-ingest` crate).
+//! - [`api`]: a folder per wire API (`oka`, `volga`, `feast` with its gRPC
+//!   services), each with its routes, its request adapter and its answer writer.
+//! - [`guard`]: what every request passes on every port (keys, deadline, body,
+//!   admission, in-flight gauge, metrics, trace, error → answer).
+//! - [`serve`]: the one request path under every API — prepare, batched reads, UDFs.
 //! - [`error`]: error codes to HTTP statuses, in one place.
 //! - [`metrics`], [`stats`]: Prometheus metrics (atomic handles, exposed through
 //!   `prometheus-client` at scrape time) and Volga-style windowed stats.
