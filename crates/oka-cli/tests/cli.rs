@@ -919,6 +919,37 @@ fn sigterm_with_half_sent_requests_exits_zero_well_within_the_grace_period() {
 }
 
 #[test]
+fn sigterm_with_no_delay_does_not_wait_for_a_half_sent_head() {
+    let Oka {
+        mut server, addr, ..
+    } = start_oka(
+        &["--demo", "--workers", "1", "--shutdown-delay-s", "0"],
+        None,
+    );
+    // The head's timeout is the default 10 s: the exit must not wait for it.
+    let mut half_head = TcpStream::connect(addr).unwrap();
+    half_head
+        .write_all(b"POST /v1/features HTTP/1.1\r\nhost:")
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    signal(&server.0, "-TERM");
+    let status = exit_within(&mut server.0, Duration::from_secs(25)).expect("exits");
+    assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}: the half-sent head held the shutdown",
+        started.elapsed()
+    );
+    half_head
+        .set_read_timeout(Some(Duration::from_secs(1)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let _ = half_head.read_to_end(&mut rest);
+    assert!(rest.is_empty(), "{}", String::from_utf8_lossy(&rest));
+}
+
+#[test]
 fn out_of_file_descriptors_the_server_answers_503_logs_and_recovers() {
     let (port, admin_port) = (free_port(), free_port());
     let log = tmp_file("fd-limit.log", "");

@@ -12,7 +12,7 @@
 //! Shutdown is a drain ([`Running::drain`], then [`Running::shutdown`]): first
 //! `/readyz` fails and answers say `connection: close` while everything is still
 //! served, so load balancers take the instance out; then the listeners close and
-//! every request that has begun to arrive is served within the grace period.
+//! every request whose head has arrived is served within the grace period.
 
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -173,8 +173,8 @@ impl Running {
     }
 
     /// Graceful shutdown (draining first if [`Self::drain`] was not called): the
-    /// workers stop accepting and close connections with nothing of a next
-    /// request received; every request that has begun to arrive is read, served
+    /// workers stop accepting and close connections with no complete request
+    /// head received; every request whose head has arrived is read, served
     /// and answered with `connection: close`, for up to `grace`; what is still
     /// being served then is counted and logged as cut. Queued ingest batches are
     /// written; then the admin server stops.

@@ -23,10 +23,11 @@
 //! Shutdown comes in two steps (in `oka serve`: `oka_server::runtime::Running`). While the server
 //! drains, every answer carries `connection: close`, so keep-alive clients move
 //! to a new connection (through the load balancer, to another instance). Once it
-//! stops, a connection with nothing of a next request received closes at once;
-//! a request that has begun to arrive (in hyper's buffer or still in the socket)
-//! is read within its usual timeouts, served, and answered with `connection:
-//! close`. hyper's own graceful shutdown is not used: it would close a connection
+//! stops, a connection with no complete request head received closes at once
+//! (part of a head gets no answer: a client cannot hold the shutdown for the
+//! header-read timeout); a request whose head has arrived (in hyper's buffer or
+//! waiting in the socket) is read within its usual timeouts, served, and
+//! answered with `connection: close`. hyper's own graceful shutdown is not used: it would close a connection
 //! whose request head is received but not yet parsed. Complete requests a client
 //! pipelined behind the last one answered cannot be answered any more: they are
 //! reported, so the shutdown does not claim a clean finish. An HTTP/2 connection
@@ -136,9 +137,6 @@ pub struct Clocked {
     armed: u8,
     /// `served` when the idle deadline was armed.
     armed_at: u64,
-    /// `served` when bytes last arrived: equal to `served` now when some of the
-    /// next request has arrived.
-    received_at: Option<u64>,
     events: Arc<dyn ConnEvents>,
 }
 
@@ -160,7 +158,6 @@ impl Clocked {
             timeouts,
             armed: HEAD,
             armed_at: 0,
-            received_at: None,
             events,
         }
     }
@@ -206,9 +203,6 @@ impl AsyncRead for Clocked {
         let before = buf.filled().len();
         let pending = match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(result) => {
-                if buf.filled().len() > before {
-                    this.received_at = Some(this.phase.served.load(Ordering::Acquire));
-                }
                 // The first bytes of a request: its head's deadline is armed if
                 // the head does not arrive whole (the next read waits, below).
                 if buf.filled().len() > before && !this.phase.http2.load(Ordering::Relaxed) {
@@ -228,13 +222,12 @@ impl AsyncRead for Clocked {
         } else {
             this.phase.now.load(Ordering::Acquire)
         };
-        if now != SERVING
-            && this.phase.stopping.load(Ordering::Acquire)
-            && this.received_at != Some(this.phase.served.load(Ordering::Acquire))
-            && !this.bytes_waiting()
-        {
-            // Stopped, and nothing of a next request has arrived: end of stream,
-            // which hyper takes as the client closing an idle connection.
+        if now != SERVING && this.phase.stopping.load(Ordering::Acquire) && !this.bytes_waiting() {
+            // Stopped, and no complete request head to read: end of stream.
+            // hyper takes it as the client closing an idle connection, or one
+            // that sent part of a head (which gets no answer: a client holding
+            // a head half-sent must not hold the shutdown for the header-read
+            // timeout).
             return Poll::Ready(Ok(()));
         }
         match now {

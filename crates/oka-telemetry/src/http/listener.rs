@@ -61,7 +61,7 @@ const MAX_LINGERING_REFUSALS: usize = 64;
 
 impl Listener {
     /// Accepts until `stop`, then stops accepting, lets every connection finish
-    /// (each sees `stop` and finishes the request that has begun to arrive) and
+    /// (each sees `stop` and finishes the request whose head has arrived) and
     /// reports.
     pub async fn run(
         self,

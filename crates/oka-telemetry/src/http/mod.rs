@@ -1,8 +1,8 @@
 //! The HTTP listener every Oka process serves on, with the same bounds
 //! everywhere: a connection cap (beyond it a new connection is answered 503 and
 //! closed), header-read and keep-alive idle timeouts, survival of running out of
-//! file descriptors, and a drain on shutdown that answers every request that has
-//! begun to arrive.
+//! file descriptors, and a drain on shutdown that answers every request whose
+//! head has arrived.
 //!
 //! - [`Listener`]: one accept loop over one listening socket;
 //! - [`conn`]: one connection, its timeouts, and how a shutdown reaches it;
