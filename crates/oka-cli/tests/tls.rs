@@ -749,3 +749,54 @@ fn an_http2_stream_the_client_resets_gives_its_connection_back_to_the_idle_timeo
         "{metrics}"
     );
 }
+
+#[test]
+fn out_of_file_descriptors_a_tls_port_closes_new_connections_without_plain_text() {
+    let pki = Pki::new("fd-limit");
+    let (cert, key) = pki.leaf("server", &["localhost"], false);
+    let (port, admin_port) = (common::free_port(), common::free_port());
+    let log = common::tmp_file("tls-fd-limit.log", "");
+    // 48 descriptors: the server needs about 25 of them before any connection.
+    let _server = common::Server(
+        Command::new("bash")
+            .args(["-c", "ulimit -n 48 && exec \"$0\" \"$@\"", OKA, "serve"])
+            .args(tls_args(&cert, &key))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--admin-listen", &format!("127.0.0.1:{admin_port}")])
+            .args(["--header-read-timeout-ms", "60000"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while http(admin, "GET", "/readyz", "").map(|(s, _)| s) != Some(200) {
+        assert!(Instant::now() < deadline, "server did not become ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // More silent connections than there are descriptors left: those refused
+    // are closed, and none is sent a plain-text answer its handshake would choke on.
+    let held: Vec<TcpStream> = (0..40).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut closed = 0;
+    for mut s in held.iter() {
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut buf = [0u8; 64];
+        match s.read(&mut buf) {
+            Ok(0) => closed += 1,
+            Ok(n) => panic!(
+                "a refused TLS connection was sent {:?}",
+                String::from_utf8_lossy(&buf[..n])
+            ),
+            Err(_) => {}
+        }
+    }
+    assert!(
+        closed > 0,
+        "no connection was refused at the descriptor limit"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("out of file descriptors"), "{logged}");
+}

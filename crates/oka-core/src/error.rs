@@ -173,6 +173,9 @@ error_codes! {
     StoreUnavailable = "store_unavailable",
     /// The store did not answer in time.
     StoreTimeout = "store_timeout",
+    /// The console's try-it form could not reach the serving port (it is not
+    /// listening yet, or it is shutting down).
+    ServingUnavailable = "serving_unavailable",
     /// The request's deadline passed.
     DeadlineExceeded = "deadline_exceeded",
     /// A UDF run in a worker process (Python) ran past its time limit for a key

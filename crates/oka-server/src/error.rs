@@ -69,9 +69,10 @@ pub fn status_of(code: ErrorCode) -> StatusCode {
         ErrorCode::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
         ErrorCode::TooManyReloads => StatusCode::TOO_MANY_REQUESTS,
         ErrorCode::UnsupportedByStore => StatusCode::CONFLICT,
-        ErrorCode::Overloaded | ErrorCode::StoreUnavailable | ErrorCode::UdfUnavailable => {
-            StatusCode::SERVICE_UNAVAILABLE
-        }
+        ErrorCode::Overloaded
+        | ErrorCode::StoreUnavailable
+        | ErrorCode::UdfUnavailable
+        | ErrorCode::ServingUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::StoreTimeout | ErrorCode::DeadlineExceeded | ErrorCode::UdfTimeout => {
             StatusCode::GATEWAY_TIMEOUT
         }

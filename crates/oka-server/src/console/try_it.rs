@@ -70,7 +70,7 @@ async fn forward(state: &AppState, headers: &HeaderMap, body: Body) -> Result<Tr
         .map(serving_target)
         .ok_or_else(|| {
             ApiError::new(
-                ErrorCode::StoreUnavailable,
+                ErrorCode::ServingUnavailable,
                 "the serving port is not listening yet; retry shortly",
             )
         })?;
@@ -142,7 +142,7 @@ async fn send(
 ) -> Result<(u16, HeaderMap, Bytes), ApiError> {
     let unreachable = |what: &str| {
         ApiError::new(
-            ErrorCode::StoreUnavailable,
+            ErrorCode::ServingUnavailable,
             format!("could not {what} the serving port at {addr}; is the server shutting down?"),
         )
     };

@@ -298,3 +298,22 @@ async fn try_it_goes_to_the_serving_port_with_the_callers_key() {
         .await
         .unwrap();
 }
+
+#[tokio::test]
+async fn try_it_with_the_serving_port_down_says_so_not_that_the_store_is() {
+    // The fixture's serving port never listens: the console cannot reach it.
+    let f = fixture().await;
+    let req = Request::post("/ui/api/try").body(Body::from(SEED)).unwrap();
+    let (status, resp) = send(&f.admin, req).await;
+    assert_eq!(status, 503);
+    assert_eq!(resp.headers()["retry-after"], "1");
+    let body = body_json(resp).await;
+    assert_eq!(body["error"]["code"], "serving_unavailable", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("serving port"),
+        "{body}"
+    );
+}

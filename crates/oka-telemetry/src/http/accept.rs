@@ -57,14 +57,17 @@ impl AcceptErrors {
 
     /// Counts and (at most every [`ACCEPT_LOG_EVERY`]) logs a failed accept. Out of
     /// descriptors, it closes the spare one to take one waiting connection and
-    /// answer it 503; when nothing could be freed it sleeps a little, so that an
+    /// answer it 503 (on a TLS listener, `tls`, it is closed unanswered: a
+    /// plain-text answer would be garbage to the client's handshake, and a TLS
+    /// one needs the handshake the refusal is there to avoid); when nothing
+    /// could be freed it sleeps a little, so that an
     /// error that persists is not a busy loop.
     pub(super) async fn handle(
         &mut self,
         name: &str,
         events: &dyn ConnEvents,
         listener: &tokio::net::TcpListener,
-        e: &io::Error,
+        (e, tls): (&io::Error, bool),
     ) {
         let fd_limit = is_fd_limit(e);
         events.accept_failed(fd_limit);
@@ -87,7 +90,9 @@ impl AcceptErrors {
             if let Some(Ok((stream, _))) = futures::FutureExt::now_or_never(listener.accept()) {
                 events.connection_accepted();
                 events.connection_refused(ConnRefusal::FdLimit);
-                conn::refuse_now(&stream);
+                if !tls {
+                    conn::refuse_now(&stream);
+                }
             }
             self.spare = spare_fd();
         }

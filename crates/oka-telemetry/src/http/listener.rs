@@ -85,7 +85,12 @@ impl Listener {
                 Err(e) if is_connection_error(&e) => continue,
                 Err(e) => {
                     accept_errors
-                        .handle(&self.name, &*self.events, &listener, &e)
+                        .handle(
+                            &self.name,
+                            &*self.events,
+                            &listener,
+                            (&e, self.tls.is_some()),
+                        )
                         .await;
                     continue;
                 }
