@@ -10,7 +10,7 @@ mod common;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{OKA, http, start_oka_env};
@@ -84,6 +84,8 @@ fn post(addr: SocketAddr, body: &Value) -> (u16, Value) {
 /// stopped, checking every answer; the number of requests it made.
 struct Probe {
     stop: Arc<AtomicBool>,
+    /// Requests answered so far, every one 200 and right.
+    answered: Arc<AtomicUsize>,
     handle: std::thread::JoinHandle<Result<usize, String>>,
 }
 
@@ -91,6 +93,8 @@ impl Probe {
     fn start(addr: SocketAddr) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
+        let answered = Arc::new(AtomicUsize::new(0));
+        let count = Arc::clone(&answered);
         let handle = std::thread::spawn(move || {
             let mut n = 0;
             while !flag.load(Ordering::Relaxed) {
@@ -112,10 +116,33 @@ impl Probe {
                     return Err(format!("request {n}: {status} {text}"));
                 }
                 n += 1;
+                count.store(n, Ordering::Relaxed);
             }
             Ok(n)
         });
-        Self { stop, handle }
+        Self {
+            stop,
+            answered,
+            handle,
+        }
+    }
+
+    /// Requests answered so far.
+    fn answered(&self) -> usize {
+        self.answered.load(Ordering::Relaxed)
+    }
+
+    /// Waits (up to 30 s: a busy machine) until the probe has answered more
+    /// than `n` requests: it went on beside whatever ran since it had `n`.
+    fn wait_past(&self, n: usize, case: &str) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.answered() <= n {
+            assert!(
+                Instant::now() < deadline && !self.handle.is_finished(),
+                "the probe made no progress beside `{case}`"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     fn finish(self) -> usize {
@@ -210,7 +237,9 @@ fn every_failure_of_a_python_udf_is_answered_and_a_probe_beside_it_stays_all_200
             "MemoryError: the UDF ran out of memory (the worker's limit is 300 MiB, --python-memory-mib)",
         ),
     ] {
+        let before = probe.answered();
         let (status, v) = fragile(oka.addr, case);
+        probe.wait_past(before, case);
         assert_eq!(status, 200, "{case}: {v}");
         assert_eq!(
             v["statuses"]["fragile_py"],
@@ -230,6 +259,7 @@ fn every_failure_of_a_python_udf_is_answered_and_a_probe_beside_it_stays_all_200
         assert!(v["errors"].get("simple_feature").is_none());
     }
 
+    let before = probe.answered();
     let started = Instant::now();
     let (status, v) = fragile(oka.addr, "loop");
     assert_eq!(status, 504, "{v}");
@@ -243,15 +273,14 @@ fn every_failure_of_a_python_udf_is_answered_and_a_probe_beside_it_stays_all_200
         started.elapsed() < Duration::from_secs(2),
         "answered near the limit"
     );
+    probe.wait_past(before, "loop");
 
     // After all that, the pool serves, and the probe never saw a failure.
     let (status, _) = fragile(oka.addr, "ok");
     assert_eq!(status, 200);
-    let probed = probe.finish();
-    assert!(
-        probed > 20,
-        "the probe ran beside every case ({probed} requests)"
-    );
+    // Every probe request was answered 200 and right (else `finish` panics),
+    // and it made progress beside each case (`wait_past`).
+    probe.finish();
     let (_, metrics) = http(oka.admin, "GET", "/metrics", "").unwrap();
     for reason in ["crashed", "timeout", "memory"] {
         let line = format!("oka_python_worker_restarts_total{{reason=\"{reason}\"}} ");

@@ -67,7 +67,7 @@ async fn serve_bounded(
     let events = Arc::clone(&state.metrics);
     Listener {
         name: "oka-kafka-admin".to_owned(),
-        app: router(state),
+        app: router(state).into(),
         // Probes and scrapers keep their connections until the process ends.
         draining: Arc::new(AtomicBool::new(false)),
         open: Arc::new(AtomicUsize::new(0)),

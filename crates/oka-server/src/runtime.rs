@@ -29,7 +29,7 @@ use tracing::{error, info, warn};
 use crate::metrics::{Metrics, WorkerCounters};
 
 mod grpc_port;
-use crate::router::{admin_router, router};
+use crate::router::{Direct, admin_router, router};
 use crate::state::{AppState, Shared};
 
 /// How workers run.
@@ -323,9 +323,14 @@ async fn serve_thread(thread: Thread, stop: watch::Receiver<bool>) -> Served {
                 let (s, stop) = (state.clone(), stop.clone());
                 grpc_server = spawn_grpc(&name, l, s, timeouts, max_connections, stop);
             }
-            (router(state), counters)
+            let direct: Arc<dyn oka_telemetry::http::Direct> = Arc::new(Direct::new(state.clone()));
+            let app = oka_telemetry::http::App {
+                router: router(state),
+                direct: Some(direct),
+            };
+            (app, counters)
         }
-        App::Ready(app, counters) => (app, counters),
+        App::Ready(app, counters) => (app.into(), counters),
     };
     let listener = match tokio::net::TcpListener::from_std(listener) {
         Ok(l) => l,

@@ -73,8 +73,11 @@ impl Timing {
             }
             out.push_str(name);
             out.push_str(";dur=");
-            // Microseconds, rounded to the nearest.
-            let micros = (d.as_nanos() + 500) / 1000;
+            // Microseconds, rounded to the nearest, in u64 arithmetic (u128
+            // division is a library call: twelve of them cost more than the
+            // rest of the header).
+            let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            let micros = nanos.saturating_add(500) / 1000;
             out.push_str(itoa::Buffer::new().format(micros / 1000));
             out.push('.');
             let frac = (micros % 1000) as u16;

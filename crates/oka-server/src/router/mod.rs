@@ -7,12 +7,16 @@
 //! and the console.
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::State;
+use axum::http::{Method, Request};
 use axum::response::Response;
 use axum::routing::{get, post};
 use oka_core::ErrorCode;
+use oka_telemetry::http::{ClientIdentity, DirectFuture};
 
 use crate::api;
+use crate::auth::Caller;
 use crate::error::ApiError;
 use crate::guard;
 use crate::metrics::Route;
@@ -58,6 +62,48 @@ pub fn admin_router(state: AppState) -> Router {
             )
         })
         .with_state(state)
+}
+
+/// The feature routes, served without the router ([`oka_telemetry::http::Direct`]):
+/// a request of them pays for nothing of the router's matching, method routing,
+/// extractors (a copy of every header) and boxing. They are the same handlers
+/// the router has, given what their extractors would have taken.
+#[derive(Debug, Clone)]
+pub struct Direct {
+    state: AppState,
+}
+
+impl Direct {
+    /// The feature routes of `state` (a worker's).
+    pub fn new(state: AppState) -> Self {
+        Self { state }
+    }
+}
+
+impl oka_telemetry::http::Direct for Direct {
+    #[allow(clippy::result_large_err)] // the trait's: the request handed back by value
+    fn serve(&self, req: Request<Body>) -> Result<DirectFuture, Request<Body>> {
+        if req.method() != Method::POST {
+            return Err(req);
+        }
+        let feast = self.state.shared.feast.is_some();
+        let route = match req.uri().path() {
+            "/v1/features" => Route::Features,
+            "/on_demand_compute" => Route::VolgaPost,
+            "/get-online-features" if feast => Route::FeastOnline,
+            _ => return Err(req),
+        };
+        let (parts, body) = req.into_parts();
+        let caller = Caller {
+            identity: parts.extensions.get::<ClientIdentity>().cloned(),
+        };
+        let (state, headers) = (State(self.state.clone()), parts.headers);
+        Ok(match route {
+            Route::Features => Box::pin(api::oka::post_features(state, headers, caller, body)),
+            Route::VolgaPost => Box::pin(api::volga::post_volga(state, headers, caller, body)),
+            _ => Box::pin(api::feast::post_online(state, headers, caller, body)),
+        })
+    }
 }
 
 async fn not_found(State(state): State<AppState>) -> Response {

@@ -8,7 +8,7 @@
 //!   `idle`, then it is closed (keep it longer than the load balancer's own idle
 //!   timeout, so that the balancer closes first and never sends a request on a
 //!   connection the server is closing);
-//! - the body-read deadline is the handler's (`router::read_body`);
+//! - the body-read deadline is the handler's (`oka_server::guard::read_body`);
 //! - on a TLS listener ([`super::Tls`]) the handshake is read under the same
 //!   header-read deadline (a client that never finishes it is closed), a
 //!   client that speaks plain HTTP is answered 400 in plain HTTP, and ALPN
@@ -43,7 +43,6 @@ use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
 use axum::http::HeaderValue;
 use axum::http::header::CONNECTION;
@@ -57,6 +56,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 use tracing::debug;
 
+use super::app::App;
 use super::{ClientIdentity, ConnEvents, ConnTimeout, TlsFailure};
 
 mod h2;
@@ -295,11 +295,11 @@ impl AsyncWrite for Clocked {
     }
 }
 
-/// The router as a hyper service that marks when a request is being served, and
+/// The app as a hyper service that marks when a request is being served, and
 /// closes the connection after its answer once the server drains.
 #[derive(Debug, Clone)]
 struct Tracked {
-    app: Router,
+    app: App,
     phase: Arc<Phase>,
     /// The client certificate's identity (mutual TLS), given to every request.
     identity: Option<ClientIdentity>,
@@ -319,9 +319,22 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
         if let Some(identity) = &self.identity {
             req.extensions_mut().insert(identity.clone());
         }
-        let response = tower::ServiceExt::oneshot(self.app.clone(), req);
+        let direct = match &self.app.direct {
+            Some(direct) => direct.serve(req),
+            None => Err(req),
+        };
+        let response = match direct {
+            Ok(direct) => futures::future::Either::Left(direct),
+            Err(req) => {
+                let routed = tower::ServiceExt::oneshot(self.app.router.clone(), req);
+                futures::future::Either::Right(routed)
+            }
+        };
         Box::pin(async move {
-            let mut response = response.await;
+            let mut response = match response {
+                futures::future::Either::Left(direct) => Ok(direct.await),
+                futures::future::Either::Right(routed) => routed.await,
+            };
             if let Ok(r) = &mut response
                 && phase.draining.load(Ordering::Acquire)
                 && !phase.http2.load(Ordering::Relaxed)
@@ -395,7 +408,7 @@ pub struct Shutdown {
 /// is a TLS one made with that configuration.
 pub async fn serve(
     stream: TcpStream,
-    app: Router,
+    app: App,
     timeouts: ConnTimeouts,
     events: Arc<dyn ConnEvents>,
     shutdown: Shutdown,

@@ -18,7 +18,7 @@ pub struct Listener {
     /// Named in logs (`oka-worker-0`, `oka-admin`).
     pub name: String,
     /// What it serves.
-    pub app: axum::Router,
+    pub app: super::App,
     /// Set while the process drains: answers carry `connection: close`. A
     /// listener whose clients should keep their connections (an admin port's
     /// probes and scrapers) is given one never set.

@@ -6,15 +6,18 @@
 //!
 //! - [`Listener`]: one accept loop over one listening socket;
 //! - [`conn`]: one connection, its timeouts, and how a shutdown reaches it;
+//! - [`App`]: what a listener serves, the router and its [`Direct`] routes;
 //! - [`ConnEvents`]: what the listener reports, which each process counts under
 //!   the shared metric families ([`crate::families`]).
 
 mod accept;
+mod app;
 pub mod conn;
 mod listener;
 pub mod tls;
 
 pub use accept::check_fd_limit;
+pub use app::{App, Direct, DirectFuture};
 pub use conn::{ConnTimeouts, Ended, Shutdown};
 pub use listener::{Listener, Served, bind};
 pub use tls::{ClientIdentity, Tls, TlsError, TlsFiles};

@@ -24,7 +24,7 @@ pub(crate) mod grpc;
 mod routes;
 mod write;
 pub use answer::write_response;
-pub(crate) use routes::routes;
+pub(crate) use routes::{post_online, routes};
 pub use write::{push, write_to_online_store};
 
 /// Feast's request body (fields Feast's server does not know are ignored, as

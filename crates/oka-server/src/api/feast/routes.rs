@@ -28,7 +28,7 @@ pub(crate) fn routes() -> Router<AppState> {
 }
 
 /// `POST /get-online-features`.
-async fn post_online(
+pub(crate) async fn post_online(
     State(state): State<AppState>,
     headers: HeaderMap,
     caller: Caller,
