@@ -45,6 +45,7 @@ source "$ROOT/scripts/venv.sh"
 venv_with "$VENV" "$HERE/requirements.txt"
 FEAST=$VENV/bin/feast
 command -v redis-server >/dev/null || { echo "feast: redis-server is needed" >&2; exit 2; }
+command -v openssl >/dev/null || { echo "feast: openssl is needed (the gRPC TLS check)" >&2; exit 2; }
 
 read -r RPORT PORT APORT FPORT GPORT LPORT < <(python3 -c '
 import socket
@@ -133,6 +134,23 @@ import sys, grpc
 grpc.channel_ready_future(grpc.insecure_channel(sys.argv[1])).result(timeout=55)
 PY
 timeout 300 "$VENV/bin/python" "$HERE/grpc_compare.py" "127.0.0.1:$LPORT" "127.0.0.1:$GPORT" "http://127.0.0.1:$PORT" 2000
+# The gRPC port with --tls-cert: the HTTP port's TLS (a second oka on the same repository).
+read -r TPORT TAPORT TGPORT < <(python3 -c '
+import socket
+s = [socket.socket() for _ in range(3)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])
+for x in s: x.close()')
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+  -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+  -keyout "$WORK/tls.key" -out "$WORK/tls.pem" >/dev/null 2>&1
+"$BIN" serve --feast-repo "$REPO" --spec "$HERE/overlay.yaml" --workers 1 --grpc-listen "127.0.0.1:$TGPORT" \
+  --tls-cert "$WORK/tls.pem" --tls-key "$WORK/tls.key" --shutdown-delay-s 0 \
+  --listen "127.0.0.1:$TPORT" --admin-listen "127.0.0.1:$TAPORT" >"$WORK/oka-tls.log" 2>&1 &
+pids+=($!)
+wait_ready "$TAPORT" "$WORK/oka-tls.log"
+timeout 120 "$VENV/bin/python" "$HERE/grpc_tls.py" "127.0.0.1:$TGPORT" "$WORK/tls.pem" "127.0.0.1:$GPORT"
+kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 # Feast's write routes (/push, /write-to-online-store) to both servers, read back
 # through both and through Feast's SDK.
 timeout 300 "$VENV/bin/python" "$HERE/pushed.py" "$REPO" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"

@@ -96,9 +96,17 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        Ok(Self {
-            identity: parts.extensions.get::<ClientIdentity>().cloned(),
-        })
+        Ok(Self::of(&parts.extensions))
+    }
+}
+
+impl Caller {
+    /// The caller of a request with these extensions (its client certificate's
+    /// identity, set by the connection, on every port: HTTP and gRPC).
+    pub fn of(extensions: &axum::http::Extensions) -> Self {
+        Self {
+            identity: extensions.get::<ClientIdentity>().cloned(),
+        }
     }
 }
 

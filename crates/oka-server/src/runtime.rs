@@ -320,13 +320,21 @@ async fn serve_thread(thread: Thread, stop: watch::Receiver<bool>) -> Served {
             let state = state.with_worker_store().await;
             let counters = Arc::clone(&state.worker);
             if let Some(l) = grpc {
-                let (s, stop) = (state.clone(), stop.clone());
-                grpc_server = spawn_grpc(&name, l, s, timeouts, max_connections, stop);
+                let port = grpc_port::GrpcPort {
+                    name: format!("{name}-grpc"),
+                    timeouts,
+                    max_connections,
+                    draining: Arc::clone(&draining),
+                    events: metrics.clone(),
+                    tls: tls.clone(),
+                };
+                grpc_server = spawn_grpc(l, state.clone(), port, stop.clone());
             }
             let direct: Arc<dyn oka_telemetry::http::Direct> = Arc::new(Direct::new(state.clone()));
             let app = oka_telemetry::http::App {
                 router: router(state),
                 direct: Some(direct),
+                h2c: false,
             };
             (app, counters)
         }
@@ -349,32 +357,26 @@ async fn serve_thread(thread: Thread, stop: watch::Receiver<bool>) -> Served {
         max_connections,
         tls,
     };
-    let served = server.run(listener, stop).await;
-    if let Some(grpc) = grpc_server {
-        let _ = grpc.await;
+    let mut served = server.run(listener, stop).await;
+    if let Some(grpc) = grpc_server
+        && let Ok(grpc) = grpc.await
+    {
+        served.unanswered += grpc.unanswered;
     }
     served
 }
 
 /// Starts serving Feast's gRPC services on a worker's runtime.
 fn spawn_grpc(
-    name: &str,
     listener: TcpListener,
     state: AppState,
-    timeouts: ConnTimeouts,
-    max_connections: usize,
+    port: grpc_port::GrpcPort,
     stop: watch::Receiver<bool>,
-) -> Option<tokio::task::JoinHandle<()>> {
+) -> Option<tokio::task::JoinHandle<Served>> {
     match tokio::net::TcpListener::from_std(listener) {
-        Ok(l) => Some(tokio::spawn(grpc_port::serve(
-            state,
-            l,
-            timeouts,
-            max_connections,
-            stop,
-        ))),
+        Ok(l) => Some(tokio::spawn(grpc_port::serve(state, l, port, stop))),
         Err(e) => {
-            error!(thread = %name, error = %e, "could not register the gRPC listener");
+            error!(thread = %port.name, error = %e, "could not register the gRPC listener");
             None
         }
     }

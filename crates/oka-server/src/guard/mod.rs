@@ -225,13 +225,13 @@ where
 }
 
 /// Runs one gRPC method inside the same guard as the HTTP routes: the API key
-/// from the call's metadata (the gRPC port speaks plain HTTP/2: no client
-/// certificates), the `grpc-timeout`, admission, and the bookkeeping of
+/// from the call's metadata (or, with mutual TLS, the client certificate's
+/// identity), the `grpc-timeout`, admission, and the bookkeeping of
 /// [`Tracked`]; an error becomes a gRPC status.
 pub(crate) async fn grpc<T>(
     state: &AppState,
     (route, method): (Route, &'static str),
-    metadata: &tonic::metadata::MetadataMap,
+    (metadata, caller): (&tonic::metadata::MetadataMap, &Caller),
     scope: Scope,
     handler: impl AsyncFnOnce(Call<'_>) -> Result<T, ApiError>,
 ) -> Result<tonic::Response<T>, tonic::Status> {
@@ -244,7 +244,7 @@ pub(crate) async fn grpc<T>(
     );
     let trace = tracked.trace();
     let answer = async {
-        authorize(state, &headers, &Caller::default(), scope)?;
+        authorize(state, &headers, caller, scope)?;
         let deadline = grpc_timeout(&headers)?;
         let _slot = admit(state)?;
         let call = Call {
@@ -388,12 +388,17 @@ mod tests {
     async fn a_grpc_call_is_counted_in_flight_and_its_5xx_as_an_error() {
         let state = state(4);
         let metadata = tonic::metadata::MetadataMap::new();
-        let answer: Result<tonic::Response<()>, _> =
-            grpc(&state, METHOD, &metadata, Scope::Read, async |_| {
+        let answer: Result<tonic::Response<()>, _> = grpc(
+            &state,
+            METHOD,
+            (&metadata, &Caller::default()),
+            Scope::Read,
+            async |_| {
                 assert_eq!(state.shared.metrics.in_flight().get(), 1);
                 Err(ApiError::new(ErrorCode::StoreUnavailable, "down"))
-            })
-            .await;
+            },
+        )
+        .await;
         let status = answer.unwrap_err();
         assert_eq!(status.code(), tonic::Code::Unavailable);
         assert_eq!(status.message(), "store_unavailable: down");
@@ -407,11 +412,14 @@ mod tests {
         let state = state(1);
         let _held = admit(&state).unwrap();
         let metadata = tonic::metadata::MetadataMap::new();
-        let answer: Result<tonic::Response<()>, _> =
-            grpc(&state, METHOD, &metadata, Scope::Read, async |_| {
-                unreachable!("a shed call runs no handler")
-            })
-            .await;
+        let answer: Result<tonic::Response<()>, _> = grpc(
+            &state,
+            METHOD,
+            (&metadata, &Caller::default()),
+            Scope::Read,
+            async |_| unreachable!("a shed call runs no handler"),
+        )
+        .await;
         assert_eq!(answer.unwrap_err().code(), tonic::Code::Unavailable);
         assert_eq!(state.shared.stats.shed.recorded(), 1);
         assert_eq!(state.shared.stats.errors.recorded(), 0);

@@ -13,7 +13,7 @@ use axum::http::{Method, Request};
 use axum::response::Response;
 use axum::routing::{get, post};
 use oka_core::ErrorCode;
-use oka_telemetry::http::{ClientIdentity, DirectFuture};
+use oka_telemetry::http::DirectFuture;
 
 use crate::api;
 use crate::auth::Caller;
@@ -94,9 +94,7 @@ impl oka_telemetry::http::Direct for Direct {
             _ => return Err(req),
         };
         let (parts, body) = req.into_parts();
-        let caller = Caller {
-            identity: parts.extensions.get::<ClientIdentity>().cloned(),
-        };
+        let caller = Caller::of(&parts.extensions);
         let (state, headers) = (State(self.state.clone()), parts.headers);
         Ok(match route {
             Route::Features => Box::pin(api::oka::post_features(state, headers, caller, body)),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tracing::warn;
 
-use super::{ConnEvents, ConnRefusal, conn};
+use super::{ConnEvents, ConnRefusal};
 use crate::words::io_reason;
 
 /// Failed accepts are logged at most this often per server.
@@ -91,7 +91,7 @@ impl AcceptErrors {
                 events.connection_accepted();
                 events.connection_refused(ConnRefusal::FdLimit);
                 if !tls {
-                    conn::refuse_now(&stream);
+                    super::refuse::refuse_now(&stream);
                 }
             }
             self.spare = spare_fd();

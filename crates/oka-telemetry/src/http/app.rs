@@ -31,12 +31,17 @@ pub struct App {
     pub router: Router,
     /// The hot routes, served without the router.
     pub direct: Option<Arc<dyn Direct>>,
+    /// A plain (not TLS) connection may speak HTTP/2 from its first byte
+    /// ("prior knowledge", as gRPC clients do), told apart from HTTP/1.1 by
+    /// HTTP/2's connection preface. On TLS, ALPN decides.
+    pub h2c: bool,
 }
 
 impl std::fmt::Debug for App {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("App")
             .field("direct", &self.direct.is_some())
+            .field("h2c", &self.h2c)
             .finish_non_exhaustive()
     }
 }
@@ -46,6 +51,7 @@ impl From<Router> for App {
         Self {
             router,
             direct: None,
+            h2c: false,
         }
     }
 }

@@ -38,8 +38,8 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::pin::{Pin, pin};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -50,7 +50,7 @@ use axum::response::Response;
 use futures::task::AtomicWaker;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
@@ -425,17 +425,18 @@ pub async fn serve(
         reader: AtomicWaker::new(),
     });
     let Some(config) = tls else {
+        let h2c = app.h2c && h2::prior_knowledge(&stream, due, &shutdown.stop).await;
         let io = Clocked::new(stream, Arc::clone(&phase), timeouts, due, events);
-        return serve_http1(
-            io,
-            Tracked {
-                app,
-                phase,
-                identity: None,
-            },
-            shutdown.stop,
-        )
-        .await;
+        let service = Tracked {
+            app,
+            phase,
+            identity: None,
+        };
+        if h2c {
+            service.phase.http2.store(true, Ordering::Relaxed);
+            return serve_http2(io, service, shutdown.stop).await;
+        }
+        return serve_http1(io, service, shutdown.stop).await;
     };
     let Some(stream) = handshake(
         stream,
@@ -548,70 +549,4 @@ fn holds_a_request(buffered: &[u8], stream: &TcpStream, encrypted: bool) -> bool
         }
     }
     bytes.windows(4).any(|w| w == b"\r\n\r\n")
-}
-
-/// The answer to a connection refused at the connection cap or the descriptor
-/// limit, written without parsing its request.
-static REFUSAL: LazyLock<Vec<u8>> = LazyLock::new(|| {
-    let body = br#"{"error":{"code":"overloaded","message":"this server has too many open connections; retry shortly, on a new connection"}}"#;
-    let mut out = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    out.extend_from_slice(body);
-    out
-});
-
-/// How long a refused connection is given to read its answer.
-const REFUSAL_LINGER: Duration = Duration::from_millis(500);
-
-/// Answers a refused connection with 503 and closes it. The answer goes out first,
-/// then a half-close; what the client had sent is read and dropped for up to
-/// `REFUSAL_LINGER`, so that closing does not reset the connection before the
-/// client reads the answer.
-pub async fn refuse(mut stream: TcpStream) {
-    refuse_now(&stream);
-    linger(&mut stream).await;
-}
-
-/// Half-closes `stream` after an answer written to it, and reads and drops
-/// what the client sent for up to `REFUSAL_LINGER`, so that closing does not
-/// reset the connection before the client reads the answer.
-async fn linger(stream: &mut TcpStream) {
-    let _ = stream.shutdown().await;
-    let _ = tokio::time::timeout(REFUSAL_LINGER, async {
-        let mut sink = [0u8; 4096];
-        let mut total = 0;
-        while total < 64 * 1024 {
-            match stream.read(&mut sink).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => total += n,
-            }
-        }
-    })
-    .await;
-}
-
-/// Writes the 503 without waiting (a refusal that cannot linger).
-pub fn refuse_now(stream: &TcpStream) {
-    let _ = stream.try_write(&REFUSAL);
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_refusal_is_a_well_formed_response() {
-        let text = String::from_utf8(REFUSAL.clone()).unwrap_or_default();
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or_default();
-        assert!(head.starts_with("HTTP/1.1 503 "), "{head}");
-        assert!(
-            head.contains(&format!("content-length: {}", body.len())),
-            "{head}"
-        );
-        let json: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
-        assert_eq!(json["error"]["code"], "overloaded");
-    }
 }

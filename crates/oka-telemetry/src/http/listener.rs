@@ -129,9 +129,9 @@ impl Listener {
                 // A plain-text 503 would break the client's handshake: closed.
                 drop(stream);
             } else if lingering.len() < MAX_LINGERING_REFUSALS {
-                lingering.spawn(conn::refuse(stream));
+                lingering.spawn(super::refuse::refuse(stream));
             } else {
-                conn::refuse_now(&stream);
+                super::refuse::refuse_now(&stream);
             }
             return;
         }

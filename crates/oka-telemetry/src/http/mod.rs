@@ -14,6 +14,7 @@ mod accept;
 mod app;
 pub mod conn;
 mod listener;
+mod refuse;
 pub mod tls;
 
 pub use accept::check_fd_limit;

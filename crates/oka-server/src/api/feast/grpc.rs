@@ -33,7 +33,7 @@ use tonic::{Request, Response, Status};
 
 use super::compute::{compute_groups, key_count, registry};
 use super::{Computed, Out, Plan};
-use crate::auth::Scope;
+use crate::auth::{Caller, Scope};
 use crate::error::ApiError;
 use crate::guard;
 use crate::metrics::Route;
@@ -64,11 +64,16 @@ impl FeastGrpc {
         request: Request<GetOnlineFeaturesRequest>,
         method: &'static str,
     ) -> Result<Response<GetOnlineFeaturesResponse>, Status> {
-        let (metadata, _, request) = request.into_parts();
+        let (metadata, extensions, request) = request.into_parts();
+        let caller = Caller::of(&extensions);
         let method = (Route::FeastGrpc, method);
-        guard::grpc(&self.state, method, &metadata, Scope::Read, async |call| {
-            get_online_features(&self.state, request, call).await
-        })
+        guard::grpc(
+            &self.state,
+            method,
+            (&metadata, &caller),
+            Scope::Read,
+            async |call| get_online_features(&self.state, request, call).await,
+        )
         .await
     }
 }
@@ -268,19 +273,26 @@ impl ServingService for FeastGrpc {
 #[tonic::async_trait]
 impl GrpcFeatureServer for FeastGrpc {
     async fn push(&self, request: Request<PushRequest>) -> Result<Response<PushResponse>, Status> {
-        let (metadata, _, r) = request.into_parts();
+        let (metadata, extensions, r) = request.into_parts();
+        let caller = Caller::of(&extensions);
         let method = (Route::FeastGrpc, "feast.serving.GrpcFeatureServer/Push");
-        guard::grpc(&self.state, method, &metadata, Scope::Write, async |_| {
-            let feast = registry(&self.state)?;
-            let to = if r.to.is_empty() { "online" } else { &r.to };
-            let body = serde_json::json!({
-                "push_source_name": r.stream_feature_view,
-                "df": df_of(&r.features, &r.typed_features)?,
-                "to": to,
-            });
-            super::push(&self.state.shared, &feast, body.to_string().as_bytes()).await?;
-            Ok(PushResponse { status: true })
-        })
+        guard::grpc(
+            &self.state,
+            method,
+            (&metadata, &caller),
+            Scope::Write,
+            async |_| {
+                let feast = registry(&self.state)?;
+                let to = if r.to.is_empty() { "online" } else { &r.to };
+                let body = serde_json::json!({
+                    "push_source_name": r.stream_feature_view,
+                    "df": df_of(&r.features, &r.typed_features)?,
+                    "to": to,
+                });
+                super::push(&self.state.shared, &feast, body.to_string().as_bytes()).await?;
+                Ok(PushResponse { status: true })
+            },
+        )
         .await
     }
 
@@ -288,21 +300,32 @@ impl GrpcFeatureServer for FeastGrpc {
         &self,
         request: Request<WriteToOnlineStoreRequest>,
     ) -> Result<Response<WriteToOnlineStoreResponse>, Status> {
-        let (metadata, _, r) = request.into_parts();
+        let (metadata, extensions, r) = request.into_parts();
+        let caller = Caller::of(&extensions);
         let method = (
             Route::FeastGrpc,
             "feast.serving.GrpcFeatureServer/WriteToOnlineStore",
         );
-        guard::grpc(&self.state, method, &metadata, Scope::Write, async |_| {
-            let feast = registry(&self.state)?;
-            let body = serde_json::json!({
-                "feature_view_name": r.feature_view_name,
-                "df": df_of(&r.features, &r.typed_features)?,
-            });
-            super::write_to_online_store(&self.state.shared, &feast, body.to_string().as_bytes())
+        guard::grpc(
+            &self.state,
+            method,
+            (&metadata, &caller),
+            Scope::Write,
+            async |_| {
+                let feast = registry(&self.state)?;
+                let body = serde_json::json!({
+                    "feature_view_name": r.feature_view_name,
+                    "df": df_of(&r.features, &r.typed_features)?,
+                });
+                super::write_to_online_store(
+                    &self.state.shared,
+                    &feast,
+                    body.to_string().as_bytes(),
+                )
                 .await?;
-            Ok(WriteToOnlineStoreResponse { status: true })
-        })
+                Ok(WriteToOnlineStoreResponse { status: true })
+            },
+        )
         .await
     }
 

@@ -10,7 +10,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::debug;
 
-use super::{Clocked, ConnEvents, ConnTimeout, ConnTimeouts, Phase, TlsFailure, linger};
+use super::{Clocked, ConnEvents, ConnTimeout, ConnTimeouts, Phase, TlsFailure};
+use crate::http::refuse::linger;
 
 /// The TLS handshake of a new connection to a TLS port, under the first
 /// request head's deadline (`due`); `None` when the connection ended before it
