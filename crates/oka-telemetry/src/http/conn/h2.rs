@@ -54,16 +54,24 @@ pub(super) async fn serve_http2<T: Transport>(
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 /// Whether `stream` begins with HTTP/2's connection preface (looked at, not
-/// read). False as soon as its first bytes differ, at `due` (the header-read
-/// deadline: HTTP/1.1 then times it out), or once the server stops.
+/// read): its first four bytes, `PRI ` (no HTTP/1.1 request begins so; hyper
+/// checks the rest). False as soon as they differ, at `due` (the header-read
+/// deadline: HTTP/1.1 then times the connection out), or once the server
+/// stops. A client that sends them a byte at a time is looked at again after
+/// a growing pause (1 ms, doubling to 64 ms): a trickle cannot make it spin.
 pub(super) async fn prior_knowledge(
     stream: &TcpStream,
     due: Instant,
     stop: &watch::Receiver<bool>,
 ) -> bool {
+    const DECIDES: usize = 4;
     let mut stopped = pin!(crate::http::stopped(stop.clone()));
-    let mut seen = [0u8; PREFACE.len()];
+    let mut seen = [0u8; DECIDES];
+    let mut pause = std::time::Duration::from_millis(1);
     loop {
+        if Instant::now() >= due {
+            return false;
+        }
         let peeked = tokio::select! {
             biased;
             () = &mut stopped => return false,
@@ -76,10 +84,51 @@ pub(super) async fn prior_knowledge(
         if seen[..n] != PREFACE[..n] {
             return false;
         }
-        if n == PREFACE.len() {
+        if n == DECIDES {
             return true;
         }
-        // Part of the preface: the rest is on its way.
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        tokio::select! {
+            biased;
+            () = &mut stopped => return false,
+            () = tokio::time::sleep_until(due.min(Instant::now() + pause)) => {}
+        }
+        pause = (pause * 2).min(std::time::Duration::from_millis(64));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpListener;
+
+    use super::*;
+
+    /// What `prior_knowledge` says of a connection whose client sent `sent`,
+    /// within `within`.
+    async fn says(sent: &[u8], within: Duration) -> bool {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(listener.local_addr().unwrap())
+            .await
+            .unwrap();
+        let (server, _) = listener.accept().await.unwrap();
+        client.write_all(sent).await.unwrap();
+        let (_keep, stop) = watch::channel(false);
+        prior_knowledge(&server, Instant::now() + within, &stop).await
+    }
+
+    #[tokio::test]
+    async fn the_preface_is_http2_and_anything_else_is_not() {
+        let long = Duration::from_secs(5);
+        assert!(says(PREFACE, long).await);
+        assert!(says(b"PRI * HTTP/2.0\r\n", long).await);
+        assert!(!says(b"POST /v1/features HTTP/1.1\r\n", long).await);
+        assert!(!says(b"GET / HTTP/1.1\r\n\r\n", long).await);
+        // Part of the preface, then nothing: undecided until the deadline.
+        let started = std::time::Instant::now();
+        assert!(!says(b"PR", Duration::from_millis(200)).await);
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        assert!(!says(b"", Duration::from_millis(50)).await);
     }
 }
