@@ -739,21 +739,7 @@ fn sighup_during_start_up_does_not_end_the_process() {
     // kernel shows the handler in SigCgt) until ready. Before that the process is
     // still being loaded: a wait of a fixed 15 ms was not enough on a loaded
     // machine, where the loader alone took longer.
-    let caught = |pid: u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("SigCgt:"))
-                    .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-            })
-            .is_some_and(|mask| mask & 1 != 0)
-    };
-    let loading = Instant::now() + Duration::from_secs(10);
-    while !caught(server.0.id()) {
-        assert!(Instant::now() < loading, "SIGHUP was never caught");
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    common::wait_until_caught(server.0.id(), 1); // SIGHUP
     let admin: SocketAddr = format!("127.0.0.1:{admin_port}").parse().unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     while http(admin, "GET", "/readyz", "").map(|(s, _)| s) != Some(200) {

@@ -406,27 +406,10 @@ fn an_interrupted_or_refused_training_set_leaves_no_file() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // SIGINT once the process has caught it (the kernel shows the handler in
-    // SigCgt): before that, on a busy machine, the signal's default action
-    // would end it unreported. Then a moment more, to be mid-work.
-    let caught = |pid: u32| {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("SigCgt:"))
-                    .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
-            })
-            .is_some_and(|mask| mask & 2 != 0)
-    };
-    let loading = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !caught(child.id()) {
-        assert!(
-            std::time::Instant::now() < loading,
-            "SIGINT was never caught"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    // SIGINT once the process has caught it (before that, on a busy machine,
+    // the signal's default action would end it unreported), then a moment
+    // more, to be mid-work.
+    common::wait_until_caught(child.id(), 2); // SIGINT
     std::thread::sleep(std::time::Duration::from_millis(300));
     let killed = Command::new("kill")
         .args(["-INT", &child.id().to_string()])

@@ -122,3 +122,29 @@ pub fn redis_server(port: u16, extra: &[&str]) -> Server {
             .unwrap(),
     )
 }
+
+/// Waits (up to 20 s) until process `pid` has caught signal number `signal`
+/// (the kernel shows its handler in `SigCgt`). Before that, a signal sent to a
+/// process still starting takes its default action, and on a busy machine the
+/// start can take longer than any fixed wait.
+#[allow(dead_code)] // not every test binary sends signals
+pub fn wait_until_caught(pid: u32, signal: u32) {
+    let caught = || {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("SigCgt:"))
+                    .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            })
+            .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
+    };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !caught() {
+        assert!(
+            std::time::Instant::now() < until,
+            "signal {signal} was never caught by {pid}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}

@@ -335,6 +335,19 @@ pub(crate) async fn feature_request(
     .await
 }
 
+/// A feature request POSTed on any HTTP route: [`feature_request`] with its
+/// body read by [`read_body`].
+pub(crate) async fn feature_post(
+    state: &AppState,
+    (route, errors): (Route, Errors),
+    (headers, caller): (&HeaderMap, &Caller),
+    body: Body,
+    serve: impl AsyncFnOnce(Bytes, Call<'_>) -> Result<(Vec<u8>, Timing), ApiError>,
+) -> Response {
+    let body = async { Ok(read_body(state, headers, body, None).await?.bytes) };
+    feature_request(state, (route, errors), (headers, caller), body, serve).await
+}
+
 /// Holds one count of `oka_http_requests_in_flight` until dropped.
 struct InFlight<'a>(&'a Metrics);
 

@@ -34,8 +34,7 @@ pub(crate) async fn post_online(
     caller: Caller,
     body: Body,
 ) -> Response {
-    let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
-    guard::feature_request(
+    guard::feature_post(
         &state,
         (Route::FeastOnline, Errors::Json),
         (&headers, &caller),

@@ -111,8 +111,7 @@ pub(crate) async fn post_features(
     caller: Caller,
     body: Body,
 ) -> Response {
-    let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
-    guard::feature_request(
+    guard::feature_post(
         &state,
         (Route::Features, Errors::Json),
         (&headers, &caller),

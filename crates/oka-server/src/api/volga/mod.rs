@@ -20,7 +20,7 @@ use percent_encoding::percent_decode_str;
 use crate::api::oka::{answer, parse_request};
 use crate::auth::Caller;
 use crate::error::ApiError;
-use crate::guard::{self, DeadlineHeader, Errors, read_body};
+use crate::guard::{self, DeadlineHeader, Errors};
 use crate::metrics::{Leniency, Route};
 use crate::openapi::{VolgaGetErrors, VolgaPostErrors};
 use crate::serve::{Call, Timing};
@@ -109,8 +109,7 @@ pub(crate) async fn post_volga(
     caller: Caller,
     body: Body,
 ) -> Response {
-    let body = async { Ok(read_body(&state, &headers, body, None).await?.bytes) };
-    guard::feature_request(
+    guard::feature_post(
         &state,
         (Route::VolgaPost, errors(&headers)),
         (&headers, &caller),
