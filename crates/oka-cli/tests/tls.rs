@@ -800,3 +800,64 @@ fn out_of_file_descriptors_a_tls_port_closes_new_connections_without_plain_text(
     let logged = std::fs::read_to_string(&log).unwrap();
     assert!(logged.contains("out of file descriptors"), "{logged}");
 }
+
+#[test]
+fn an_idle_http2_connection_gets_its_goaway_when_the_drain_starts() {
+    let pki = Pki::new("h2-drain");
+    let (cert, key) = pki.leaf("server", &["localhost"], false);
+    let mut args = tls_args(&cert, &key);
+    args.extend(["--shutdown-delay-s", "10"]);
+    let mut oka = start_oka(&args, None);
+    let mut c = Client::connect_alpn(oka.addr, &pki.path("ca.pem"), vec![b"h2".to_vec()]);
+    assert_eq!(c.0.conn.alpn_protocol(), Some(&b"h2"[..]));
+    c.0.sock
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    out.extend(h2_frame(4, 0, 0, &[])); // SETTINGS
+    c.0.write_all(&out).unwrap();
+    c.0.flush().unwrap();
+    // Idle: what the server sends first (its SETTINGS) is read, then nothing.
+    let mut pending = Vec::new();
+    let goaway = |pending: &mut Vec<u8>, c: &mut Client, span: Duration| {
+        let until = Instant::now() + span;
+        let mut buf = [0u8; 4096];
+        while Instant::now() < until {
+            if let Ok(n) = c.0.read(&mut buf) {
+                pending.extend_from_slice(&buf[..n]);
+            }
+            while pending.len() >= 9 {
+                let len = usize::from(pending[1]) << 8 | usize::from(pending[2]);
+                if pending.len() < 9 + len {
+                    break;
+                }
+                let (kind, flags) = (pending[3], pending[4]);
+                pending.drain(..9 + len);
+                if kind == 7 {
+                    return true;
+                }
+                if kind == 4 && flags & 1 == 0 {
+                    c.0.write_all(&h2_frame(4, 1, 0, &[])).unwrap(); // SETTINGS ACK
+                    c.0.flush().unwrap();
+                }
+            }
+        }
+        false
+    };
+    assert!(!goaway(&mut pending, &mut c, Duration::from_millis(500)));
+    let started = Instant::now();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &oka.server.0.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // The drain (10 s before the listeners close) tells it to go at once.
+    assert!(
+        goaway(&mut pending, &mut c, Duration::from_secs(5)),
+        "no GOAWAY within 5 s of the drain's start"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    let _ = oka.server.0.kill();
+}
