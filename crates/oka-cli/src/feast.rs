@@ -52,9 +52,10 @@ pub fn load(repo: &Path) -> Result<(FeastConfig, FeastRegistry)> {
     Ok((config, registry))
 }
 
-/// The store URL of a repository's Redis online store in Feast's layout: the
-/// one `--store` gives (a Redis URL, to reach the same Redis another way: TLS
-/// options, a sentinel), else feature_store.yaml's.
+/// The store URL of a repository's Redis online store: the one `--store` gives
+/// (a Redis URL, to reach the same Redis another way: TLS options, a sentinel),
+/// else feature_store.yaml's. Its layout is Feast's because the store is given
+/// the repository's registry ([`crate::stores::FeastLayout`]), not by the URL.
 pub fn store_url(config: &FeastConfig, given: Option<&str>) -> Result<String> {
     let url = given.unwrap_or(&config.redis.url);
     if !url.starts_with("redis") {
@@ -63,15 +64,13 @@ pub fn store_url(config: &FeastConfig, given: Option<&str>) -> Result<String> {
             crate::stores::redact(url)
         ));
     }
-    let (base, layout) = oka_redis::url::take_layout(url).map_err(|e| anyhow!("--store: {e}"))?;
-    if given.is_some()
-        && layout != oka_redis::url::Layout::Oka
-        && layout != oka_redis::url::Layout::Feast
-    {
-        return Err(anyhow!("--store: with --feast-repo the layout is `feast`"));
+    let (_, layout) = oka_redis::url::take_layout(url).map_err(|e| anyhow!("--store: {e}"))?;
+    if layout == oka_redis::url::Layout::Volga {
+        return Err(anyhow!(
+            "--store: with --feast-repo the store is read in Feast's layout; leave `layout` out of the URL"
+        ));
     }
-    let sep = if base.contains('?') { '&' } else { '?' };
-    Ok(format!("{base}{sep}layout=feast"))
+    Ok(url.to_owned())
 }
 
 /// Checks the on-demand views against the spec: each the overlay maps must

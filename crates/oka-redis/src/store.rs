@@ -71,8 +71,10 @@ pub struct RedisOptions {
     /// runtime ([`FeatureStore::for_worker`]); otherwise every worker's commands go
     /// through the pool's connections, driven by the runtime that connected it.
     pub per_worker: bool,
-    /// The Feast registry naming the views of a `layout=feast` store (shared with
-    /// the reloader, which swaps in what `feast apply` changed).
+    /// The Feast registry naming the views of a store in Feast's layout (shared
+    /// with the reloader, which swaps in what `feast apply` changed). Given, the
+    /// store is read and written in Feast's layout, whatever the URL says
+    /// (`layout=volga` is refused).
     pub feast: Option<oka_feast::SharedRegistry>,
     /// Feast's `key_ttl_seconds`: each write in Feast's layout sets this expiry on
     /// the entity's hash, as Feast's SDK does.
@@ -191,7 +193,7 @@ impl RedisStore {
             .map_err(|e| StoreError::new(StoreErrorKind::Misconfigured, e.to_string()))?;
         let (driver_url, layout) = crate::url::take_layout(url)
             .map_err(|e| StoreError::new(StoreErrorKind::Misconfigured, e.to_string()))?;
-        feast::check_registry(layout, &options)?;
+        let layout = feast::layout(layout, &options)?;
         let mut config = Config::from_url(&driver_url).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::Misconfigured,

@@ -271,16 +271,51 @@ fn feast_row(
     Ok(vec![Row::new(event_time, columns)])
 }
 
-/// A `layout=feast` store needs the registry that names its views.
-pub(super) fn check_registry(
-    layout: crate::url::Layout,
+/// The store's layout: the URL's `layout` option, or Feast's when the options
+/// carry a Feast registry (`oka serve --feast-repo` gives it as a typed option,
+/// not as a string in the URL). A `layout=feast` store needs the registry that
+/// names its views.
+pub(super) fn layout(
+    from_url: crate::url::Layout,
     options: &super::RedisOptions,
-) -> Result<(), StoreError> {
-    if layout == crate::url::Layout::Feast && options.feast.is_none() {
-        return Err(StoreError::new(
+) -> Result<crate::url::Layout, StoreError> {
+    use crate::url::Layout;
+    match (from_url, options.feast.is_some()) {
+        (Layout::Feast, false) => Err(StoreError::new(
             StoreErrorKind::Misconfigured,
             "`layout=feast` reads Feast's online store with the feature views of its registry: serve it with `oka serve --feast-repo DIR`, which sets the layout itself",
-        ));
+        )),
+        (Layout::Volga, true) => Err(StoreError::new(
+            StoreErrorKind::Misconfigured,
+            "`layout=volga` with a Feast repository: its online store is read in Feast's layout; leave `layout` out of the store URL",
+        )),
+        (_, true) => Ok(Layout::Feast),
+        (layout, false) => Ok(layout),
     }
-    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::url::Layout;
+
+    #[test]
+    fn the_layout_comes_with_the_registry_not_the_url() {
+        let plain = super::super::RedisOptions::default();
+        let feast = super::super::RedisOptions {
+            feast: Some(oka_feast::shared(oka_feast::FeastRegistry::default())),
+            ..Default::default()
+        };
+        assert_eq!(layout(Layout::Oka, &plain).ok(), Some(Layout::Oka));
+        assert_eq!(layout(Layout::Volga, &plain).ok(), Some(Layout::Volga));
+        assert_eq!(layout(Layout::Oka, &feast).ok(), Some(Layout::Feast));
+        assert_eq!(layout(Layout::Feast, &feast).ok(), Some(Layout::Feast));
+        let refused = |l| layout(l, &plain).err().or(layout(l, &feast).err());
+        assert!(
+            refused(Layout::Feast)
+                .is_some_and(|e| e.message.contains("oka serve --feast-repo DIR"))
+        );
+        let volga = layout(Layout::Volga, &feast).err();
+        assert!(volga.is_some_and(|e| e.message.contains("leave `layout` out")));
+    }
 }
