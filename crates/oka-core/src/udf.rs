@@ -125,22 +125,27 @@ impl<'a> UdfCall<'a> {
         as_float(name, self.arg(name)?)
     }
 
+    /// Column `c` of an output record before a UDF sets it: the request's key
+    /// value for a key field, `now` for the timestamp, else null.
+    pub fn default_column(&self, c: usize) -> Value {
+        let entity = self.output;
+        if c == entity.timestamp_index {
+            return Value::Timestamp(self.now);
+        }
+        entity
+            .key_columns()
+            .zip(self.key)
+            .find(|(slot, _)| *slot == c)
+            .map_or(Value::Null, |(_, v)| v.clone())
+    }
+
     /// Starts an output record: keys from the request, timestamp `now`, value
     /// fields null until set.
     pub fn output(&self) -> RowBuilder<'a> {
         let entity = self.output;
         // Built where the row will keep it (one allocation, no copy at `build`).
         let columns: Arc<[Value]> = (0..entity.columns.len())
-            .map(|c| {
-                if c == entity.timestamp_index {
-                    return Value::Timestamp(self.now);
-                }
-                entity
-                    .key_columns()
-                    .zip(self.key)
-                    .find(|(slot, _)| *slot == c)
-                    .map_or(Value::Null, |(_, v)| v.clone())
-            })
+            .map(|c| self.default_column(c))
             .collect();
         RowBuilder {
             entity,

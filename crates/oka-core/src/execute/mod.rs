@@ -242,13 +242,15 @@ pub fn in_udf() -> bool {
     IN_UDF.with(Cell::get)
 }
 
-/// Calls a UDF, turning a panic into an error for this key only.
-fn invoke(udf: &UdfImpl, call: &UdfCall<'_>) -> Result<Vec<Row>, UdfError> {
+/// Calls a UDF, turning a panic into an error for this key only. Its records
+/// come back shared as an outcome keeps them (a CEL UDF's one record is put there
+/// directly, not through a vector).
+fn invoke(udf: &UdfImpl, call: &UdfCall<'_>) -> Result<Arc<[Row]>, UdfError> {
     IN_UDF.with(|f| f.set(true));
     let result = catch_unwind(AssertUnwindSafe(|| match udf {
-        UdfImpl::Cel(c) => c.call(call),
-        UdfImpl::Aggregate(a) => a.call(call),
-        UdfImpl::Native { udf, .. } => udf.call(call),
+        UdfImpl::Cel(c) => c.row(call).map(|r| Arc::from([r])),
+        UdfImpl::Aggregate(a) => a.call(call).map(Arc::from),
+        UdfImpl::Native { udf, .. } => udf.call(call).map(Arc::from),
         UdfImpl::Batch(b) => Err(UdfError::failed(format!(
             "{} UDF `{}` runs a batch at a time, not key by key",
             b.kind(),

@@ -169,9 +169,19 @@ impl<'a> Execution<'a> {
             .groups
             .into_iter()
             .map(|mut g| {
-                g.out.results = (g.group.plan.results.iter())
-                    .map(|src| match *src {
-                        Origin::Step(j) => g.step_out.get(j).cloned().unwrap_or_default(),
+                let results = &g.group.plan.results;
+                g.out.results = (results.iter().enumerate())
+                    .map(|(r, src)| match *src {
+                        // A step's outcomes move to their last result, copied
+                        // only to another before it.
+                        Origin::Step(j) if results[r + 1..].contains(src) => {
+                            g.step_out.get(j).cloned().unwrap_or_default()
+                        }
+                        Origin::Step(j) => g
+                            .step_out
+                            .get_mut(j)
+                            .map(std::mem::take)
+                            .unwrap_or_default(),
                         Origin::Slot(s) => slot_outcomes(g.slots[s]),
                     })
                     .collect();
@@ -322,7 +332,7 @@ impl<'a> GroupRun<'a> {
                 now: ctx.now,
             };
             match invoke(udf, &call) {
-                Ok(rows) => outcomes.push(Outcome::Present(rows.into())),
+                Ok(rows) => outcomes.push(Outcome::Present(rows)),
                 Err(error) => {
                     errors += 1;
                     outcomes.push(Outcome::Error(error.to_string().into()));

@@ -7,7 +7,7 @@ use serde_json::Value as Json;
 
 use super::{KeyList, KeyValue, KeyValues, err};
 use crate::error::{ErrorCode, RequestError};
-use crate::key::{EntityKey, KEY_SEPARATOR, push_key_int, push_key_str};
+use crate::key::{EntityKey, KEY_SEPARATOR, needs_key_escape, push_key_int, push_key_str};
 use crate::registry::{Column, Entity};
 use crate::value::{FieldType, Value};
 
@@ -86,7 +86,26 @@ impl<'r> EntityKeys<'r> {
         let mut values = Vec::with_capacity(if used.returned { keys.len() * width } else { 0 });
         let mut canonical = Vec::with_capacity(if required { keys.len() } else { 0 });
         let mut buf = String::new();
+        // One string key field (most entities): a key object of just that field
+        // takes the short way below.
+        let mut columns = entity.keys();
+        let single = match (columns.next(), columns.next()) {
+            (Some(c), None) if c.ty == FieldType::String => Some(&*c.name),
+            _ => None,
+        };
         for (i, k) in keys.iter().enumerate() {
+            if let (Some(name), Some((field, KeyValue::String(s)))) = (single, k.iter().next())
+                && k.len() == 1
+                && field == name
+            {
+                if required {
+                    canonical.push(string_key(s));
+                }
+                if used.returned {
+                    values.push(Value::String(Arc::clone(s)));
+                }
+                continue;
+            }
             buf.clear();
             for (p, c) in entity.keys().enumerate() {
                 if p > 0 {
@@ -130,6 +149,18 @@ impl<'r> EntityKeys<'r> {
             values: used.returned.then(|| KeyValues::new(width, values)),
             canonical: required.then(|| canonical.into()),
         })
+    }
+}
+
+/// The storage key of a one-field string key `s`: its text, shared rather than
+/// copied, unless it has a character to escape.
+fn string_key(s: &Arc<str>) -> EntityKey {
+    if needs_key_escape(s) {
+        let mut buf = String::with_capacity(s.len() + 2);
+        push_key_str(&mut buf, s);
+        EntityKey::from_canonical(buf)
+    } else {
+        EntityKey::from_canonical(Arc::clone(s))
     }
 }
 

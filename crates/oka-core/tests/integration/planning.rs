@@ -321,3 +321,25 @@ fn the_request_field_list_matches_the_type() {
         );
     }
 }
+
+#[test]
+fn one_field_string_keys_are_stored_under_their_canonical_encoding() {
+    let r = registry();
+    let texts = ["plain", "a|b", r"a\b", "", "ключ🔑|\\|"];
+    let keys: Vec<_> = texts.iter().map(|t| json!({"id": t})).collect();
+    let req = request(json!({"target_features": ["simple_feature"], "keys": keys}));
+    let prepared = r.prepare(&req, Timestamp(0)).unwrap();
+    let (_, fetch) = prepared.fetches().next().unwrap();
+    let stored: Vec<&str> = fetch.keys.iter().map(|k| k.as_str()).collect();
+    let canonical: Vec<String> = (texts.iter())
+        .map(|t| oka_core::EntityKey::encode([&oka_core::Value::from(*t)]).to_string())
+        .collect();
+    assert_eq!(stored, canonical);
+    assert_eq!(stored[1], r"a\|b");
+    assert_eq!(stored[2], r"a\\b");
+    // The UDF sees the text as sent.
+    assert_eq!(
+        prepared.groups[0].step_keys[0].of(1),
+        [oka_core::Value::from("a|b")]
+    );
+}

@@ -118,7 +118,7 @@ pub fn parse(
     registry: &Registry,
     body: &[u8],
 ) -> Result<(Vec<FeatureRequest>, Plan), ApiError> {
-    let request: Request = serde_json::from_slice(body).map_err(|e| {
+    let request: Request = oka_core::json::from_slice(body).map_err(|e| {
         let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         let why = if object || e.is_syntax() || e.is_eof() {
             e.to_string()

@@ -48,7 +48,7 @@ fn bad(code: ErrorCode, message: String) -> ApiError {
 }
 
 fn parse_body<'a, T: Deserialize<'a>>(body: &'a [u8], what: &str) -> Result<T, ApiError> {
-    serde_json::from_slice(body).map_err(|e| {
+    oka_core::json::from_slice(body).map_err(|e| {
         bad(
             ErrorCode::MalformedRequest,
             format!("invalid request body: {e} (Feast's {what} request)"),
