@@ -165,53 +165,85 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for FieldMap<V> {
 
 /// A key list: the key objects of `keys` or of one `feature_keys` entry.
 ///
-/// A 100-key request parses a hundred key objects of one or two fields, so a
-/// vector and a name string per key object were a large part of its cost: the list
-/// keeps every object's fields in one vector, names of up to 24 bytes inline.
-/// Within an object a repeated name keeps its last value (as a JSON map would),
-/// and two lists are equal when their objects are, each in any field order.
+/// A 100-key request parses a hundred key objects of one or two fields, mostly the
+/// same names: the list keeps every object's fields in one vector, each naming its
+/// field by its place in one table of the distinct names, so a name is compared
+/// with the entity's key fields once per list, not once per key. Within an object
+/// a repeated name keeps its last value (as a JSON map would), and two lists are
+/// equal when their objects are, each in any field order.
 #[derive(Debug, Clone, Default)]
 pub struct KeyList {
-    /// The fields of every key object, object after object.
-    fields: Vec<(CompactString, KeyValue)>,
+    /// The distinct field names, in the order first seen.
+    names: Vec<CompactString>,
+    /// The names' places in `names`, by name, once there are more than
+    /// [`LINEAR_DEDUP_MAX`] of them (a hostile list of many names stays linear).
+    index: Option<NameIndex<CompactString>>,
+    /// The fields of every key object, object after object: (name, value).
+    fields: Vec<(NameId, KeyValue)>,
     /// Where each key object's fields end in `fields`.
     ends: Vec<usize>,
+    /// Per name, the last object that set it and the field's place in `fields`:
+    /// a repeat within an object is found without a scan.
+    seen: Vec<(usize, usize)>,
+}
+
+/// A field name of a [`KeyList`]: its place in the list's table of names
+/// ([`KeyList::names`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NameId(u32);
+
+impl NameId {
+    /// The place in [`KeyList::names`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
 }
 
 /// One key object of a [`KeyList`]: key field name → value.
 #[derive(Debug, Clone, Copy)]
-pub struct KeyObject<'a>(&'a [(CompactString, KeyValue)]);
+pub struct KeyObject<'a> {
+    names: &'a [CompactString],
+    fields: &'a [(NameId, KeyValue)],
+}
 
 impl<'a> KeyObject<'a> {
     /// The value of field `name`.
     pub fn get(&self, name: &str) -> Option<&'a KeyValue> {
-        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.iter().find(|(n, _)| *n == name).map(|(_, v)| v)
     }
 
     /// The field names, in request order.
-    pub fn keys(&self) -> impl Iterator<Item = &'a str> {
-        self.0.iter().map(|(n, _)| n.as_str())
+    pub fn keys(&self) -> impl Iterator<Item = &'a str> + use<'a> {
+        self.iter().map(|(n, _)| n)
     }
 
     /// The fields, in request order.
-    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a KeyValue)> {
-        self.0.iter().map(|(n, v)| (n.as_str(), v))
+    pub fn iter(&self) -> impl Iterator<Item = (&'a str, &'a KeyValue)> + use<'a> {
+        let names = self.names;
+        (self.fields.iter()).map(move |(n, v)| (names.get(n.index()).map_or("", |n| n.as_str()), v))
+    }
+
+    /// The fields by name id (see [`KeyList::names`]), in request order.
+    pub fn fields(&self) -> &'a [(NameId, KeyValue)] {
+        self.fields
     }
 
     /// How many fields.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.fields.len()
     }
 
     /// Whether there are no fields.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.fields.is_empty()
     }
 }
 
 impl PartialEq for KeyObject<'_> {
     fn eq(&self, other: &Self) -> bool {
-        same_fields(self.0, other.0)
+        let a: Vec<(&str, &KeyValue)> = self.iter().collect();
+        let b: Vec<(&str, &KeyValue)> = other.iter().collect();
+        same_fields(&a, &b)
     }
 }
 
@@ -219,8 +251,11 @@ impl KeyList {
     /// An empty list.
     pub const fn new() -> Self {
         Self {
+            names: Vec::new(),
+            index: None,
             fields: Vec::new(),
             ends: Vec::new(),
+            seen: Vec::new(),
         }
     }
 
@@ -234,40 +269,98 @@ impl KeyList {
         self.ends.is_empty()
     }
 
+    /// The distinct field names of all key objects, each at its [`NameId`]'s place.
+    pub fn names(&self) -> &[CompactString] {
+        &self.names
+    }
+
+    /// The id of field name `name`, if a key object has it.
+    pub fn name_id(&self, name: &str) -> Option<NameId> {
+        self.find_name(name)
+    }
+
     /// Key object `i`.
     pub fn get(&self, i: usize) -> Option<KeyObject<'_>> {
         let end = *self.ends.get(i)?;
         let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
-        Some(KeyObject(&self.fields[start..end]))
+        Some(KeyObject {
+            names: &self.names,
+            fields: &self.fields[start..end],
+        })
     }
 
     /// The key objects, in request order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = KeyObject<'_>> {
-        let starts = |i: usize| i.checked_sub(1).map_or(0, |p| self.ends[p]);
-        (self.ends.iter().enumerate()).map(move |(i, &end)| KeyObject(&self.fields[starts(i)..end]))
+        let mut start = 0;
+        self.ends.iter().map(move |&end| {
+            let fields = &self.fields[start..end];
+            start = end;
+            KeyObject {
+                names: &self.names,
+                fields,
+            }
+        })
     }
 
     /// Appends a key object of `fields` (a repeated name keeps its last value).
-    pub fn push<N: Into<CompactString>>(
-        &mut self,
-        fields: impl IntoIterator<Item = (N, KeyValue)>,
-    ) {
-        let start = self.fields.len();
-        let mut index = None;
+    pub fn push<N: AsRef<str>>(&mut self, fields: impl IntoIterator<Item = (N, KeyValue)>) {
         for (name, value) in fields {
-            upsert(&mut self.fields, start, &mut index, name.into(), value);
+            let id = self.intern(name.as_ref());
+            self.set(id, value);
         }
         self.ends.push(self.fields.len());
     }
 
-    /// The key objects at `which`, in that order.
+    /// The key objects at `which`, in that order (with only their names).
     pub fn select(&self, which: &[usize]) -> Self {
         let mut out = Self::new();
         for k in which.iter().filter_map(|&i| self.get(i)) {
-            out.fields.extend_from_slice(k.0);
-            out.ends.push(out.fields.len());
+            out.push(k.iter().map(|(n, v)| (n, v.clone())));
         }
         out
+    }
+
+    fn find_name(&self, name: &str) -> Option<NameId> {
+        let i = match &self.index {
+            Some(index) => *index.get(name)?,
+            None => self.names.iter().position(|n| n == name)?,
+        };
+        Some(NameId(i as u32))
+    }
+
+    /// The id of `name`, added to the table if new.
+    fn intern(&mut self, name: &str) -> NameId {
+        if let Some(id) = self.find_name(name) {
+            return id;
+        }
+        let id = NameId(self.names.len() as u32);
+        let name = CompactString::from(name);
+        if let Some(index) = &mut self.index {
+            index.insert(name.clone(), id.index());
+        }
+        self.names.push(name);
+        self.seen.push((usize::MAX, 0));
+        if self.index.is_none() && self.names.len() > LINEAR_DEDUP_MAX {
+            self.index = Some((self.names.iter().cloned()).zip(0..).collect());
+        }
+        id
+    }
+
+    /// Sets field `id` of the key object being built (the one after the last
+    /// end): a repeat keeps its last value, in the place of the first.
+    fn set(&mut self, id: NameId, value: KeyValue) {
+        let object = self.ends.len();
+        let Some(seen) = self.seen.get_mut(id.index()) else {
+            return;
+        };
+        if seen.0 == object
+            && let Some(field) = self.fields.get_mut(seen.1)
+        {
+            field.1 = value;
+            return;
+        }
+        *seen = (object, self.fields.len());
+        self.fields.push((id, value));
     }
 }
 
@@ -279,6 +372,23 @@ impl PartialEq for KeyList {
 
 impl<'de> Deserialize<'de> for KeyList {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// Reads a field name into the list's table: its id.
+        struct Name<'l>(&'l mut KeyList);
+        impl<'de> DeserializeSeed<'de> for Name<'_> {
+            type Value = NameId;
+            fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<NameId, D::Error> {
+                d.deserialize_str(self)
+            }
+        }
+        impl<'de> serde::de::Visitor<'de> for Name<'_> {
+            type Value = NameId;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a key field name")
+            }
+            fn visit_str<E>(self, name: &str) -> Result<NameId, E> {
+                Ok(self.0.intern(name))
+            }
+        }
         /// Parses one key object onto the end of the list.
         struct Object<'l>(&'l mut KeyList);
         impl<'de> DeserializeSeed<'de> for Object<'_> {
@@ -294,11 +404,9 @@ impl<'de> Deserialize<'de> for KeyList {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
                 let list = self.0;
-                let start = list.fields.len();
-                let mut index = None;
-                while let Some(name) = map.next_key::<CompactString>()? {
+                while let Some(id) = map.next_key_seed(Name(list))? {
                     let value: KeyValue = map.next_value()?;
-                    upsert(&mut list.fields, start, &mut index, name, value);
+                    list.set(id, value);
                 }
                 list.ends.push(list.fields.len());
                 Ok(())

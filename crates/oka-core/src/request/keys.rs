@@ -90,13 +90,12 @@ impl<'r> EntityKeys<'r> {
         // takes the short way below.
         let mut columns = entity.keys();
         let single = match (columns.next(), columns.next()) {
-            (Some(c), None) if c.ty == FieldType::String => Some(&*c.name),
+            (Some(c), None) if c.ty == FieldType::String => keys.name_id(&c.name),
             _ => None,
         };
         for (i, k) in keys.iter().enumerate() {
-            if let (Some(name), Some((field, KeyValue::String(s)))) = (single, k.iter().next())
-                && k.len() == 1
-                && field == name
+            if let (Some(name), [(field, KeyValue::String(s))]) = (single, k.fields())
+                && *field == name
             {
                 if required {
                     canonical.push(string_key(s));

@@ -333,17 +333,21 @@ impl Registry {
                 None => entities.push((e, used)),
             }
         }
-        for (i, k) in keys.iter().enumerate() {
-            if let Some(field) = k.keys().find(|name| {
-                !entities
-                    .iter()
-                    .any(|(e, _)| e.keys().any(|c| &*c.name == *name))
-            }) {
-                return Err(err(
-                    ErrorCode::InvalidKey,
-                    format!("key {i}: unknown key field `{}`", truncate(field)),
-                ));
-            }
+        // Each distinct field name is checked once; the first in the list's order
+        // that no entity has is named with the first key that has it.
+        if let Some(field) = keys.names().iter().find(|name| {
+            !entities
+                .iter()
+                .any(|(e, _)| e.keys().any(|c| *c.name == ***name))
+        }) {
+            let i = keys
+                .iter()
+                .position(|k| k.get(field).is_some())
+                .unwrap_or(0);
+            return Err(err(
+                ErrorCode::InvalidKey,
+                format!("key {i}: unknown key field `{}`", truncate(field)),
+            ));
         }
         let mut parsed = Vec::with_capacity(entities.len());
         for (entity, used) in entities {

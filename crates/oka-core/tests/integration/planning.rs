@@ -171,6 +171,21 @@ fn request_errors_name_the_culprit() {
             "unknown key field `idd`",
         ),
         (
+            json!({"target_features": ["simple_feature"], "keys": [{"id": "a"}, {"id": "b", "x": 1, "y": 2}, {"y": 3}]}),
+            InvalidKey,
+            "key 1: unknown key field `x`",
+        ),
+        (
+            json!({"target_features": ["simple_feature"], "keys": [{"id": "a"}, {}, {"id": "c", "id": 1}]}),
+            InvalidKey,
+            "key 1 lacks field `id`",
+        ),
+        (
+            json!({"target_features": ["simple_feature"], "keys": [{"id": "a"}, {"id": 2, "id": "b"}, {"id": "c", "id": 1}]}),
+            InvalidKey,
+            "key 2: field `id` must be string",
+        ),
+        (
             json!({"target_features": ["simple_feature"], "keys": [{"id": 1}]}),
             InvalidKey,
             "must be string",
