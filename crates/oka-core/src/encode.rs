@@ -247,7 +247,7 @@ pub mod openapi {
     impl utoipa::PartialSchema for KeyStatus {
         fn schema() -> RefOr<Schema> {
             let names = [
-                Outcome::Present(std::sync::Arc::from(Vec::new())).status(),
+                Outcome::Present(Vec::new().into()).status(),
                 Outcome::Missing.status(),
                 Outcome::Error("why".into()).status(),
                 super::INVALID_KEY,

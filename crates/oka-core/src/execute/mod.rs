@@ -31,11 +31,74 @@ pub use run::{CallId, Execution, PendingCall};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Outcome {
     /// The value: a list of records (Volga's shape).
-    Present(Arc<[Row]>),
+    Present(Rows),
     /// An input was missing, so the UDF did not run (or `latest` found nothing).
     Missing,
     /// The UDF (or one it depends on) failed for this key: why, in words.
     Error(Arc<str>),
+}
+
+/// The records of a present outcome, read as a slice: one kept in place (a
+/// `latest` read, a CEL UDF's record: most outcomes, which then cost no
+/// allocation of their own), or several, shared.
+#[derive(Debug, Clone)]
+pub struct Rows(RowsRepr);
+
+#[derive(Debug, Clone)]
+enum RowsRepr {
+    One(Row),
+    Shared(Arc<[Row]>),
+}
+
+impl Rows {
+    /// One record.
+    pub fn one(row: Row) -> Self {
+        Self(RowsRepr::One(row))
+    }
+}
+
+impl std::ops::Deref for Rows {
+    type Target = [Row];
+
+    fn deref(&self) -> &[Row] {
+        match &self.0 {
+            RowsRepr::One(row) => std::slice::from_ref(row),
+            RowsRepr::Shared(rows) => rows,
+        }
+    }
+}
+
+impl PartialEq for Rows {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl From<Arc<[Row]>> for Rows {
+    fn from(rows: Arc<[Row]>) -> Self {
+        Self(RowsRepr::Shared(rows))
+    }
+}
+
+impl From<&[Row]> for Rows {
+    fn from(rows: &[Row]) -> Self {
+        match rows {
+            [row] => Self::one(row.clone()),
+            rows => Self(RowsRepr::Shared(rows.into())),
+        }
+    }
+}
+
+impl From<Vec<Row>> for Rows {
+    fn from(mut rows: Vec<Row>) -> Self {
+        match rows.pop() {
+            Some(row) if rows.is_empty() => Self::one(row),
+            last => {
+                rows.extend(last);
+                Self(RowsRepr::Shared(rows.into()))
+            }
+        }
+    }
 }
 
 impl Outcome {
@@ -243,14 +306,13 @@ pub fn in_udf() -> bool {
 }
 
 /// Calls a UDF, turning a panic into an error for this key only. Its records
-/// come back shared as an outcome keeps them (a CEL UDF's one record is put there
-/// directly, not through a vector).
-fn invoke(udf: &UdfImpl, call: &UdfCall<'_>) -> Result<Arc<[Row]>, UdfError> {
+/// come back as an outcome keeps them (a CEL UDF's one record in place).
+fn invoke(udf: &UdfImpl, call: &UdfCall<'_>) -> Result<Rows, UdfError> {
     IN_UDF.with(|f| f.set(true));
     let result = catch_unwind(AssertUnwindSafe(|| match udf {
-        UdfImpl::Cel(c) => c.row(call).map(|r| Arc::from([r])),
-        UdfImpl::Aggregate(a) => a.call(call).map(Arc::from),
-        UdfImpl::Native { udf, .. } => udf.call(call).map(Arc::from),
+        UdfImpl::Cel(c) => c.row(call).map(Rows::one),
+        UdfImpl::Aggregate(a) => a.call(call).map(Rows::from),
+        UdfImpl::Native { udf, .. } => udf.call(call).map(Rows::from),
         UdfImpl::Batch(b) => Err(UdfError::failed(format!(
             "{} UDF `{}` runs a batch at a time, not key by key",
             b.kind(),

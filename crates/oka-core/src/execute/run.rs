@@ -150,7 +150,7 @@ impl<'a> Execution<'a> {
         let mut errors = 0;
         for (k, result) in w.sent.into_iter().zip(results) {
             outcomes[k] = match result {
-                Ok(rows) => Outcome::Present(rows),
+                Ok(rows) => Outcome::Present(rows.into()),
                 Err(error) => {
                     errors += 1;
                     let outcome = Outcome::Error(error.to_string().into());
