@@ -9,6 +9,7 @@ use compact_str::CompactString;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess};
 use serde_json::Value as Json;
+use smallvec::SmallVec;
 
 /// A JSON object with few fields (an argument map), parsed into a vector of
 /// (name, value) in request order.
@@ -173,8 +174,9 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for FieldMap<V> {
 /// equal when their objects are, each in any field order.
 #[derive(Debug, Clone, Default)]
 pub struct KeyList {
-    /// The distinct field names, in the order first seen.
-    names: Vec<CompactString>,
+    /// The distinct field names, in the order first seen (most lists have one or
+    /// two: kept in place).
+    names: SmallVec<[CompactString; 2]>,
     /// The names' places in `names`, by name, once there are more than
     /// [`LINEAR_DEDUP_MAX`] of them (a hostile list of many names stays linear).
     index: Option<NameIndex<CompactString>>,
@@ -184,7 +186,7 @@ pub struct KeyList {
     ends: Vec<usize>,
     /// Per name, the last object that set it and the field's place in `fields`:
     /// a repeat within an object is found without a scan.
-    seen: Vec<(usize, usize)>,
+    seen: SmallVec<[(usize, usize); 2]>,
 }
 
 /// A field name of a [`KeyList`]: its place in the list's table of names
@@ -251,11 +253,11 @@ impl KeyList {
     /// An empty list.
     pub const fn new() -> Self {
         Self {
-            names: Vec::new(),
+            names: SmallVec::new_const(),
             index: None,
             fields: Vec::new(),
             ends: Vec::new(),
-            seen: Vec::new(),
+            seen: SmallVec::new_const(),
         }
     }
 
