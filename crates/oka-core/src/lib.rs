@@ -36,6 +36,7 @@ pub mod feature;
 pub mod json;
 pub mod kernels;
 pub mod key;
+pub mod keyed;
 pub mod loader;
 pub mod plan;
 pub mod query;
@@ -49,6 +50,7 @@ pub mod words;
 
 pub use error::{ErrorCode, RequestError, SpecError, SpecErrors};
 pub use key::EntityKey;
+pub use keyed::KeyedRows;
 pub use query::Query;
 pub use registry::{Entity, Feature, FeatureId, Registry};
 pub use request::{FeatureRequest, KeyPolicy, Prepared};

@@ -266,7 +266,10 @@ mod tests {
             .read(r.feature(0), &keys, &Query::Latest)
             .await
             .unwrap();
-        assert_eq!(got.iter().map(Vec::len).collect::<Vec<_>>(), [1, 0, 1]);
+        assert_eq!(
+            got.iter().map(<[oka_core::Row]>::len).collect::<Vec<_>>(),
+            [1, 0, 1]
+        );
     }
 
     #[tokio::test]

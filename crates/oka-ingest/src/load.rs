@@ -333,7 +333,7 @@ mod tests {
             f: &Feature,
             k: &[EntityKey],
             q: &Query,
-        ) -> Result<Vec<Vec<Row>>, StoreError> {
+        ) -> Result<oka_core::KeyedRows, StoreError> {
             self.inner.read(f, k, q).await
         }
         async fn write(&self, f: &Feature, r: &[(EntityKey, Row)]) -> Result<(), StoreError> {
@@ -434,6 +434,9 @@ mod tests {
             .read(registry.feature(0), &keys, &Query::Latest)
             .await
             .unwrap();
-        assert_eq!(got.iter().map(Vec::len).collect::<Vec<_>>(), [1, 0, 1, 1]);
+        assert_eq!(
+            got.iter().map(<[Row]>::len).collect::<Vec<_>>(),
+            [1, 0, 1, 1]
+        );
     }
 }

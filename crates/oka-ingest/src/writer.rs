@@ -325,7 +325,7 @@ mod tests {
             f: &oka_core::Feature,
             k: &[EntityKey],
             q: &Query,
-        ) -> Result<Vec<Vec<Row>>, StoreError> {
+        ) -> Result<oka_core::KeyedRows, StoreError> {
             self.inner.read(f, k, q).await
         }
         async fn write(

@@ -135,7 +135,7 @@ mod tests {
             _: &oka_core::Feature,
             _: &[oka_core::EntityKey],
             _: &oka_core::Query,
-        ) -> Result<Vec<Vec<oka_core::Row>>, oka_storage::StoreError> {
+        ) -> Result<oka_core::KeyedRows, oka_storage::StoreError> {
             Err(self.error())
         }
         async fn write(

@@ -23,7 +23,7 @@ use fred::prelude::*;
 use fred::types::Value as RedisValue;
 use fred::types::scripts::Script;
 use oka_core::registry::Retention;
-use oka_core::{EntityKey, Feature, Query, Row};
+use oka_core::{EntityKey, Feature, KeyedRows, Query, Row};
 use oka_storage::{FeatureStore, StoreError, StoreErrorKind, codec};
 
 use crate::url::Layout;
@@ -424,75 +424,10 @@ impl FeatureStore for RedisStore {
         feature: &Feature,
         keys: &[EntityKey],
         query: &Query,
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
-        match self.layout {
-            Layout::Volga => return self.read_volga(feature, keys, query).await,
-            Layout::Feast => return self.read_feast(feature, keys, query).await,
-            Layout::Oka => {}
-        }
-        let client = self.client();
-        let replies: Vec<RedisValue> = match *query {
-            Query::Latest if !self.clustered => {
-                let names: Vec<String> = keys.iter().map(|k| self.key(feature, k, "l")).collect();
-                let v: RedisValue = client.mget(names).await.map_err(|e| self.conn.map(&e))?;
-                array_of(v)?
-            }
-            _ => {
-                let pipeline = client.pipeline();
-                for k in keys {
-                    let queued: Result<(), FredError> = match *query {
-                        Query::Latest => pipeline.get(self.key(feature, k, "l")).await,
-                        Query::LastN { n } => {
-                            let n = i64::try_from(n).unwrap_or(i64::MAX);
-                            pipeline
-                                .zrange(self.key(feature, k, "h"), -n, -1, None, false, None, false)
-                                .await
-                        }
-                        Query::Range { start, end } => {
-                            pipeline
-                                .zrangebyscore(
-                                    self.key(feature, k, "h"),
-                                    start.0,
-                                    end.0,
-                                    false,
-                                    None,
-                                )
-                                .await
-                        }
-                    };
-                    queued.map_err(|e| self.conn.map(&e))?;
-                }
-                pipeline
-                    .try_all::<RedisValue>()
-                    .await
-                    .into_iter()
-                    .map(|r| r.map_err(|e| self.conn.map(&e)))
-                    .collect::<Result<_, _>>()?
-            }
-        };
-        if replies.len() != keys.len() {
-            return Err(StoreError::new(
-                StoreErrorKind::Corrupt,
-                format!("redis: {} replies for {} keys", replies.len(), keys.len()),
-            ));
-        }
-        replies
-            .into_iter()
-            .map(|reply| match query {
-                Query::Latest => match bytes_of(&reply)? {
-                    Some(b) => Ok(vec![codec::decode_feature_row(feature, b)?]),
-                    None => Ok(Vec::new()),
-                },
-                _ => array_of(reply)?
-                    .iter()
-                    .filter_map(|m| bytes_of(m).transpose())
-                    .map(|b| codec::decode_feature_row(feature, b?))
-                    .collect(),
-            })
-            .collect()
+    ) -> Result<KeyedRows, StoreError> {
+        self.read_keys(feature, keys, query)
+            .await
+            .map(KeyedRows::from)
     }
 
     async fn write(
@@ -571,5 +506,84 @@ impl FeatureStore for RedisStore {
         let client = self.client();
         let _: RedisValue = client.ping(None).await.map_err(|e| self.conn.map(&e))?;
         Ok(())
+    }
+}
+
+impl RedisStore {
+    /// [`FeatureStore::read`]: the records per key, a vector each.
+    async fn read_keys(
+        &self,
+        feature: &Feature,
+        keys: &[EntityKey],
+        query: &Query,
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        match self.layout {
+            Layout::Volga => return self.read_volga(feature, keys, query).await,
+            Layout::Feast => return self.read_feast(feature, keys, query).await,
+            Layout::Oka => {}
+        }
+        let client = self.client();
+        let replies: Vec<RedisValue> = match *query {
+            Query::Latest if !self.clustered => {
+                let names: Vec<String> = keys.iter().map(|k| self.key(feature, k, "l")).collect();
+                let v: RedisValue = client.mget(names).await.map_err(|e| self.conn.map(&e))?;
+                array_of(v)?
+            }
+            _ => {
+                let pipeline = client.pipeline();
+                for k in keys {
+                    let queued: Result<(), FredError> = match *query {
+                        Query::Latest => pipeline.get(self.key(feature, k, "l")).await,
+                        Query::LastN { n } => {
+                            let n = i64::try_from(n).unwrap_or(i64::MAX);
+                            pipeline
+                                .zrange(self.key(feature, k, "h"), -n, -1, None, false, None, false)
+                                .await
+                        }
+                        Query::Range { start, end } => {
+                            pipeline
+                                .zrangebyscore(
+                                    self.key(feature, k, "h"),
+                                    start.0,
+                                    end.0,
+                                    false,
+                                    None,
+                                )
+                                .await
+                        }
+                    };
+                    queued.map_err(|e| self.conn.map(&e))?;
+                }
+                pipeline
+                    .try_all::<RedisValue>()
+                    .await
+                    .into_iter()
+                    .map(|r| r.map_err(|e| self.conn.map(&e)))
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        if replies.len() != keys.len() {
+            return Err(StoreError::new(
+                StoreErrorKind::Corrupt,
+                format!("redis: {} replies for {} keys", replies.len(), keys.len()),
+            ));
+        }
+        replies
+            .into_iter()
+            .map(|reply| match query {
+                Query::Latest => match bytes_of(&reply)? {
+                    Some(b) => Ok(vec![codec::decode_feature_row(feature, b)?]),
+                    None => Ok(Vec::new()),
+                },
+                _ => array_of(reply)?
+                    .iter()
+                    .filter_map(|m| bytes_of(m).transpose())
+                    .map(|b| codec::decode_feature_row(feature, b?))
+                    .collect(),
+            })
+            .collect()
     }
 }

@@ -86,8 +86,8 @@ async fn settle(cached: &Caching, n: u64) {
     }
 }
 
-fn value(rows: &[Vec<Row>]) -> Option<f64> {
-    match rows.first()?.first()?.columns.get(2)? {
+fn value(rows: &oka_core::KeyedRows) -> Option<f64> {
+    match rows.of(0).first()?.columns.get(2)? {
         Value::Float(v) => Some(*v),
         _ => None,
     }

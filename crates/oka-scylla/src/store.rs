@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::{FuturesOrdered, FuturesUnordered};
 use oka_core::registry::Retention;
-use oka_core::{EntityKey, Feature, Query, Row};
+use oka_core::{EntityKey, Feature, KeyedRows, Query, Row};
 use oka_storage::{FeatureStore, StoreError, StoreErrorKind, codec};
 use scylla::client::PoolSize;
 use scylla::client::execution_profile::ExecutionProfile;
@@ -485,25 +485,10 @@ impl FeatureStore for ScyllaStore {
         feature: &Feature,
         keys: &[EntityKey],
         query: &Query,
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
-        let (history, _) = retention(feature);
-        if let [key] = keys {
-            return Ok(vec![self.read_one(feature, key, query, history).await?]);
-        }
-        // A window of `read_concurrency` reads, answers in key order.
-        let mut keys = keys.iter();
-        let mut out = Vec::with_capacity(keys.len());
-        let mut pending = FuturesOrdered::new();
-        for key in keys.by_ref().take(self.read_concurrency) {
-            pending.push_back(self.read_one(feature, key, query, history));
-        }
-        while let Some(rows) = pending.next().await {
-            out.push(rows?);
-            if let Some(key) = keys.next() {
-                pending.push_back(self.read_one(feature, key, query, history));
-            }
-        }
-        Ok(out)
+    ) -> Result<KeyedRows, StoreError> {
+        self.read_keys(feature, keys, query)
+            .await
+            .map(KeyedRows::from)
     }
 
     async fn write(
@@ -535,6 +520,35 @@ impl FeatureStore for ScyllaStore {
             .await
             .map_err(|e| map_execution_error(&e))?;
         Ok(())
+    }
+}
+
+impl ScyllaStore {
+    /// [`FeatureStore::read`]: the records per key, a vector each.
+    async fn read_keys(
+        &self,
+        feature: &Feature,
+        keys: &[EntityKey],
+        query: &Query,
+    ) -> Result<Vec<Vec<Row>>, StoreError> {
+        let (history, _) = retention(feature);
+        if let [key] = keys {
+            return Ok(vec![self.read_one(feature, key, query, history).await?]);
+        }
+        // A window of `read_concurrency` reads, answers in key order.
+        let mut keys = keys.iter();
+        let mut out = Vec::with_capacity(keys.len());
+        let mut pending = FuturesOrdered::new();
+        for key in keys.by_ref().take(self.read_concurrency) {
+            pending.push_back(self.read_one(feature, key, query, history));
+        }
+        while let Some(rows) = pending.next().await {
+            out.push(rows?);
+            if let Some(key) = keys.next() {
+                pending.push_back(self.read_one(feature, key, query, history));
+            }
+        }
+        Ok(out)
     }
 }
 

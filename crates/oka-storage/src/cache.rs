@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use oka_core::{Entity, EntityKey, Feature, Query, Row};
+use oka_core::{Entity, EntityKey, Feature, KeyedRows, Query, Row};
 
 use crate::store::CacheStats;
 use crate::{FeatureStore, StoreError};
@@ -332,7 +332,7 @@ impl FeatureStore for Caching {
         feature: &Feature,
         keys: &[EntityKey],
         query: &Query,
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
+    ) -> Result<KeyedRows, StoreError> {
         let cache = &self.cache;
         if !cache.enabled() || keys.is_empty() {
             return self.inner.read(feature, keys, query).await;
@@ -368,7 +368,7 @@ impl FeatureStore for Caching {
             .fetch_add(missed.len() as u64, Ordering::Relaxed);
         let miss_keys: Vec<EntityKey> = missed.iter().map(|(i, _)| keys[*i].clone()).collect();
         let rows = self.inner.read(feature, &miss_keys, &fill).await?;
-        for ((i, ticket), rows) in missed.into_iter().zip(rows) {
+        for ((i, ticket), rows) in missed.into_iter().zip(rows.into_keys()) {
             out[i] = Some(answer(&rows, query));
             cache.put(feature, &keys[i], kind, rows, ticket);
         }

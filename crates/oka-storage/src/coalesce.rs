@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
-use oka_core::{EntityKey, Feature, Query, Row};
+use oka_core::{EntityKey, Feature, KeyedRows, Query, Row};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
@@ -30,7 +30,7 @@ use crate::store::{FeatureStore, StoreError, StoreErrorKind};
 /// The most keys one coalesced call carries; larger reads are not coalesced.
 pub const DEFAULT_MAX_BATCH_KEYS: usize = 512;
 
-type Rows = Result<Vec<Vec<Row>>, StoreError>;
+type Rows = Result<KeyedRows, StoreError>;
 
 /// What a queued reader is told.
 enum Msg {
@@ -192,10 +192,10 @@ impl Baton {
         };
         let mine = match result {
             Ok(rows) => {
-                let mut rows = rows.into_iter();
-                let mine: Vec<Vec<Row>> = rows.by_ref().take(own).collect();
+                let mut rows = rows.into_keys();
+                let mine: KeyedRows = rows.by_ref().take(own).collect();
                 for w in batch {
-                    let part: Vec<Vec<Row>> = rows.by_ref().take(w.keys.len()).collect();
+                    let part: KeyedRows = rows.by_ref().take(w.keys.len()).collect();
                     // A reader that went away just misses its rows.
                     let _ = w.tx.send(Msg::Rows(Ok(part)));
                 }
@@ -235,7 +235,7 @@ impl FeatureStore for Coalescing {
         feature: &Feature,
         keys: &[EntityKey],
         query: &Query,
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
+    ) -> Result<KeyedRows, StoreError> {
         if keys.is_empty() || keys.len() >= self.state.max_batch_keys {
             return self.inner.read(feature, keys, query).await;
         }

@@ -288,7 +288,7 @@ pub async fn many_keys_in_one_call(store: &dyn FeatureStore) {
     let keys: Vec<_> = (0..n).rev().map(|i| key(&p, &i.to_string())).collect();
     let got = store.read(f, &keys, &Query::Latest).await.unwrap();
     let expected: Vec<f64> = (0..n).rev().map(|i| i as f64).collect();
-    let flat: Vec<f64> = got.iter().flat_map(|rows| values(rows)).collect();
+    let flat: Vec<f64> = got.iter().flat_map(values).collect();
     assert_eq!(flat, expected, "{}: 500 keys in one read", store.backend());
 }
 
@@ -381,7 +381,7 @@ pub async fn unusual_key_values_stay_distinct(store: &dyn FeatureStore) {
     store.write(f, &batch).await.unwrap();
     let keys: Vec<_> = ids.iter().map(|id| key(&p, id)).collect();
     let got = store.read(f, &keys, &Query::Latest).await.unwrap();
-    let flat: Vec<f64> = got.iter().flat_map(|rows| values(rows)).collect();
+    let flat: Vec<f64> = got.iter().flat_map(values).collect();
     let expected: Vec<f64> = (0..ids.len()).map(|i| i as f64).collect();
     assert_eq!(flat, expected, "{}: unusual key values", store.backend());
 }
@@ -514,7 +514,7 @@ pub async fn ttl_expires_keys(store: &dyn FeatureStore) {
             got[0].is_empty(),
             "{}: {q:?} after the TTL: {:?}",
             store.backend(),
-            got[0]
+            &got[0]
         );
     }
     store

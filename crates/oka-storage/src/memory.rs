@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use oka_core::{EntityKey, Feature, Query, Row};
+use oka_core::{EntityKey, Feature, KeyedRows, Query, Row};
 use parking_lot::RwLock;
 
 use crate::store::{FeatureStore, StoreError};
@@ -109,9 +109,9 @@ fn history_bound(feature: &Feature) -> (usize, Option<Duration>) {
 }
 
 /// Reads `query` from one key's history.
-fn answer(history: &VecDeque<Row>, query: &Query) -> Vec<Row> {
+fn answer<'h>(history: &'h VecDeque<Row>, query: &Query) -> impl Iterator<Item = Row> + 'h {
     let range = crate::history::select(history.len(), |i| history[i].event_time, query);
-    history.range(range).cloned().collect()
+    history.range(range).cloned()
 }
 
 #[async_trait]
@@ -125,23 +125,20 @@ impl FeatureStore for MemoryStore {
         feature: &Feature,
         keys: &[EntityKey],
         query: &Query,
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
+    ) -> Result<KeyedRows, StoreError> {
         let Some(table) = self.table(&feature.name) else {
-            return Ok(vec![Vec::new(); keys.len()]);
+            return Ok(KeyedRows::empty(keys.len()));
         };
         let now = Instant::now();
-        Ok(keys
-            .iter()
-            .map(|k| {
-                table
-                    .shard(k)
-                    .read()
-                    .get(k)
-                    .filter(|h| h.live(now))
-                    .map(|h| answer(&h.rows, query))
-                    .unwrap_or_default()
-            })
-            .collect())
+        let mut out = KeyedRows::with_capacity(keys.len(), keys.len());
+        for k in keys {
+            let shard = table.shard(k).read();
+            match shard.get(k).filter(|h| h.live(now)) {
+                Some(h) => out.push(answer(&h.rows, query)),
+                None => out.push(None),
+            }
+        }
+        Ok(out)
     }
 
     async fn write(

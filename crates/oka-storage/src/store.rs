@@ -4,7 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use oka_core::{EntityKey, Feature, Query, Row};
+use oka_core::{EntityKey, Feature, KeyedRows, Query, Row};
 
 /// What kind of failure a store call had; retry and HTTP decisions look only at this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -243,7 +243,7 @@ pub trait FeatureStore: Send + Sync + fmt::Debug + 'static {
         feature: &Feature,
         keys: &[EntityKey],
         query: &Query,
-    ) -> Result<Vec<Vec<Row>>, StoreError>;
+    ) -> Result<KeyedRows, StoreError>;
 
     /// Writes records of `feature`; each row's `event_time` orders its history.
     async fn write(

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use oka_core::{EntityKey, Feature, Query, Row, Timestamp, Value};
+use oka_core::{EntityKey, Feature, KeyedRows, Query, Row, Timestamp, Value};
 use oka_storage::conformance::{self, registry};
 use oka_storage::{Coalescing, FeatureStore, MemoryStore, StoreError, StoreErrorKind};
 use tokio::sync::Semaphore;
@@ -46,7 +46,7 @@ impl FeatureStore for Held {
         feature: &Feature,
         keys: &[EntityKey],
         query: &Query,
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
+    ) -> Result<KeyedRows, StoreError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         self.keys.fetch_add(keys.len(), Ordering::SeqCst);
         self.permits.acquire().await.unwrap().forget();
@@ -89,8 +89,8 @@ fn row(i: usize) -> Row {
 /// Lets the held store answer until every task is done.
 async fn release_until_done(
     held: &Held,
-    tasks: Vec<tokio::task::JoinHandle<Result<Vec<Vec<Row>>, StoreError>>>,
-) -> Vec<Result<Vec<Vec<Row>>, StoreError>> {
+    tasks: Vec<tokio::task::JoinHandle<Result<KeyedRows, StoreError>>>,
+) -> Vec<Result<KeyedRows, StoreError>> {
     let mut out = Vec::new();
     for t in tasks {
         loop {
@@ -105,7 +105,7 @@ async fn release_until_done(
     out
 }
 
-fn value_of(rows: &[Vec<Row>]) -> Vec<Option<f64>> {
+fn value_of(rows: &KeyedRows) -> Vec<Option<f64>> {
     rows.iter()
         .map(|r| {
             r.first().map(|row| match row.columns[2] {

@@ -280,7 +280,7 @@ impl<'r> Job<'r> {
                     }
                     answer.rows
                 })
-                .collect()
+                .collect::<oka_core::KeyedRows>()
         })
         .map_err(RowError::Execute)?;
         Ok(ReadRow {

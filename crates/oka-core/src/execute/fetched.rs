@@ -1,8 +1,8 @@
 //! The records a prepared request's reads returned, by [`FetchId`], checked
 //! against what each read asked for.
 
+use crate::keyed::KeyedRows;
 use crate::request::{Fetch, FetchId, Prepared};
-use crate::value::Row;
 
 use super::ExecuteError;
 
@@ -10,7 +10,7 @@ use super::ExecuteError;
 #[derive(Debug)]
 pub struct Fetched {
     /// Per fetch: per key, the records (`None` until given).
-    rows: Vec<Option<Vec<Vec<Row>>>>,
+    rows: Vec<Option<KeyedRows>>,
     /// Per fetch: how many keys it reads.
     key_counts: Vec<usize>,
 }
@@ -26,9 +26,9 @@ impl Fetched {
 
     /// Performs every read of `prepared` with `read` (a synchronous source: a
     /// test's data, a benchmark's fixed records).
-    pub fn read_all(
+    pub fn read_all<R: Into<KeyedRows>>(
         prepared: &Prepared,
-        mut read: impl FnMut(&Fetch) -> Vec<Vec<Row>>,
+        mut read: impl FnMut(&Fetch) -> R,
     ) -> Result<Self, ExecuteError> {
         let mut fetched = Self::new(prepared);
         for (id, f) in prepared.fetches() {
@@ -38,7 +38,8 @@ impl Fetched {
     }
 
     /// Records read `id`'s result: per key of the read, in its order, the records.
-    pub fn insert(&mut self, id: FetchId, rows: Vec<Vec<Row>>) -> Result<(), ExecuteError> {
+    pub fn insert(&mut self, id: FetchId, rows: impl Into<KeyedRows>) -> Result<(), ExecuteError> {
+        let rows = rows.into();
         let (Some(slot), Some(&expected)) = (
             self.rows.get_mut(id.index()),
             self.key_counts.get(id.index()),
@@ -55,10 +56,10 @@ impl Fetched {
         Ok(())
     }
 
-    pub(super) fn get(&self, id: FetchId) -> Result<&[Vec<Row>], ExecuteError> {
+    pub(super) fn get(&self, id: FetchId) -> Result<&KeyedRows, ExecuteError> {
         self.rows
             .get(id.index())
-            .and_then(Option::as_deref)
+            .and_then(Option::as_ref)
             .ok_or(ExecuteError::NotFetched(id))
     }
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::batch::{BatchError, block_on};
+use crate::keyed::KeyedRows;
 use crate::plan::{Origin, Step};
 use crate::registry::{FeatureId, Registry, UdfImpl};
 use crate::request::{FetchId, Prepared, Target};
@@ -242,7 +243,7 @@ impl GroupOutput {
 }
 
 /// A slot's records per key and whether an empty list means missing (`latest`).
-type Slot<'f> = (&'f [Vec<Row>], bool);
+type Slot<'f> = (&'f KeyedRows, bool);
 
 /// Puts key `k`'s inputs to `step` into `inputs`; `Err` with the key's outcome,
 /// without running the UDF, when an input is missing or its step failed.
@@ -259,11 +260,11 @@ fn gather_inputs(
         let input = match *src {
             Origin::Slot(s) => {
                 let (records, missing_if_empty) = slots[s];
-                let rows = &records[k];
+                let rows = records.of(k);
                 if missing_if_empty {
                     rows.first().cloned().map(Input::One)
                 } else {
-                    Some(Input::Many(rows.as_slice().into()))
+                    Some(Input::Many(rows.into()))
                 }
             }
             Origin::Step(j) => match &step_out[j][k] {
@@ -288,7 +289,7 @@ fn slot_outcomes((records, missing_if_empty): Slot<'_>) -> Vec<Outcome> {
             if rows.is_empty() && missing_if_empty {
                 Outcome::Missing
             } else {
-                Outcome::Present(rows.as_slice().into())
+                Outcome::Present(rows.into())
             }
         })
         .collect()

@@ -16,11 +16,13 @@ use serde::Deserialize;
 use crate::error::{ErrorCode, RequestError};
 
 pub mod fields;
+pub mod key_list;
 mod keys;
 mod prepare;
 pub mod prepared;
 
-pub use fields::{ArgMap, ArgMaps, FieldMap, KeyList, KeyObject, KeyValue};
+pub use fields::{ArgMap, ArgMaps, FieldMap};
+pub use key_list::{KeyList, KeyObject, KeyValue, NameId};
 pub use prepared::{Fetch, FetchId, Group, KeyValues, Prepared, Target};
 
 /// A feature request, as sent to `POST /v1/features` and Volga's `/on_demand_compute`.

@@ -135,9 +135,9 @@ pub fn try_run(
                 data.iter()
                     .filter(|(d, _)| k.as_str() == *d)
                     .map(|(d, v)| record(d, *v, 1_700_000_000_000_000))
-                    .collect()
+                    .collect::<Vec<_>>()
             })
-            .collect()
+            .collect::<oka_core::KeyedRows>()
     })
     .unwrap();
     let outputs = execute(registry, &prepared, &fetched, None)?;

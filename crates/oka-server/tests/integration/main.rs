@@ -20,7 +20,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, Response};
 use http_body_util::BodyExt;
-use oka_core::{EntityKey, Feature, NativeUdfs, Query, Registry, Row, Timestamp, Value};
+use oka_core::{EntityKey, Feature, KeyedRows, NativeUdfs, Query, Registry, Row, Timestamp, Value};
 use oka_server::{AppState, Limits, Shared};
 use oka_storage::{FeatureStore, MemoryStore, StoreError};
 use tower::ServiceExt;
@@ -74,7 +74,7 @@ impl FeatureStore for CountingStore {
         f: &Feature,
         keys: &[EntityKey],
         q: &Query,
-    ) -> Result<Vec<Vec<Row>>, StoreError> {
+    ) -> Result<KeyedRows, StoreError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         let delay = self.delay_ms.load(Ordering::SeqCst);
         if delay > 0 {
