@@ -149,7 +149,8 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
   --listen "127.0.0.1:$TPORT" --admin-listen "127.0.0.1:$TAPORT" >"$WORK/oka-tls.log" 2>&1 &
 pids+=($!)
 wait_ready "$TAPORT" "$WORK/oka-tls.log"
-timeout 120 "$VENV/bin/python" "$HERE/grpc_tls.py" "127.0.0.1:$TGPORT" "$WORK/tls.pem" "127.0.0.1:$GPORT"
+timeout 120 "$VENV/bin/python" "$HERE/grpc_tls.py" "127.0.0.1:$TGPORT" "$WORK/tls.pem" "127.0.0.1:$GPORT" \
+  "http://127.0.0.1:$APORT"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 # Feast's write routes (/push, /write-to-online-store) to both servers, read back
 # through both and through Feast's SDK.

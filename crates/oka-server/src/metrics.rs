@@ -28,6 +28,8 @@ pub struct WorkerCounters {
     pub shed: AtomicU64,
     /// Client connections open now (kept by the worker's listener).
     pub connections: Arc<AtomicUsize>,
+    /// Client connections open now on the worker's gRPC port (`--grpc-listen`).
+    pub grpc_connections: Arc<AtomicUsize>,
 }
 
 pub use oka_telemetry::families::{BATCH_BUCKETS, LAG_BUCKETS, LATENCY_BUCKETS};

@@ -205,7 +205,10 @@ impl Running {
                 .shared
                 .workers()
                 .iter()
-                .map(|w| w.connections.load(Ordering::Acquire) as u64)
+                .map(|w| {
+                    let http = w.connections.load(Ordering::Acquire);
+                    (http + w.grpc_connections.load(Ordering::Acquire)) as u64
+                })
                 .sum();
             warn!(
                 grace_ms = grace.as_millis() as u64,
@@ -327,6 +330,7 @@ async fn serve_thread(thread: Thread, stop: watch::Receiver<bool>) -> Served {
                     draining: Arc::clone(&draining),
                     events: metrics.clone(),
                     tls: tls.clone(),
+                    open: Arc::clone(&counters.grpc_connections),
                 };
                 grpc_server = spawn_grpc(l, state.clone(), port, stop.clone());
             }

@@ -125,6 +125,13 @@ impl Collector for Scrape {
             MetricType::Gauge,
             |w| w.connections.load(Ordering::Relaxed) as u64,
         )?;
+        self.per_worker(
+            e,
+            "oka_grpc_connections_open",
+            "Open client connections on the gRPC port (--grpc-listen), by worker.",
+            MetricType::Gauge,
+            |w| w.grpc_connections.load(Ordering::Relaxed) as u64,
+        )?;
         single(
             e,
             F::HTTP_CONNECTIONS_ACCEPTED.name,
@@ -551,6 +558,7 @@ mod tests {
             "# TYPE oka_worker_requests counter",
             "oka_worker_requests_total{worker=\"1\"} 7",
             "oka_http_connections_open{worker=\"1\"} 0",
+            "oka_grpc_connections_open{worker=\"1\"} 0",
             "oka_http_refused_total{reason=\"body_timeout\"} 1",
             "oka_http_refused_total{reason=\"fd_limit\"} 0",
             "oka_storage_coalesced_reads_total{backend=\"memory\"} 4",

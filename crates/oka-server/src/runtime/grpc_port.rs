@@ -35,6 +35,8 @@ pub(super) struct GrpcPort {
     pub draining: Arc<AtomicBool>,
     pub events: Arc<dyn ConnEvents>,
     pub tls: Option<Arc<Tls>>,
+    /// The worker's count of open gRPC connections (a gauge of its own).
+    pub open: Arc<AtomicUsize>,
 }
 
 /// Serves Feast's gRPC services on `listener` until `stop` turns true, then
@@ -59,7 +61,7 @@ pub(super) async fn serve(
             h2c: true,
         },
         draining: port.draining,
-        open: Arc::new(AtomicUsize::new(0)),
+        open: port.open,
         events: port.events,
         timeouts: port.timeouts,
         max_connections: port.max_connections,
