@@ -3,7 +3,7 @@
 //! store answers; else why not).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::AtomicUsize;
 
 use axum::Router;
 use axum::extract::State;
@@ -69,7 +69,7 @@ async fn serve_bounded(
         name: "oka-kafka-admin".to_owned(),
         app: router(state).into(),
         // Probes and scrapers keep their connections until the process ends.
-        draining: Arc::new(AtomicBool::new(false)),
+        draining: Arc::new(oka_telemetry::http::Drain::new()),
         open: Arc::new(AtomicUsize::new(0)),
         events,
         timeouts,

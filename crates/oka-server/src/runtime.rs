@@ -17,7 +17,7 @@
 use std::io;
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -259,7 +259,7 @@ struct Thread {
     app: App,
     /// The shared draining flag (serving workers), or one never set (admin: its
     /// scrapers and probes keep their connections).
-    draining: Arc<AtomicBool>,
+    draining: Arc<oka_telemetry::http::Drain>,
     core: Option<core_affinity::CoreId>,
     timeouts: ConnTimeouts,
     max_connections: usize,
@@ -463,7 +463,7 @@ pub fn start(config: &ServerConfig, shared: Arc<Shared>) -> io::Result<Running> 
     let admin_app = App::Ready(admin_router(admin_state), admin_counters);
     let admin_thread = Thread {
         // The admin port's probes and scrapers keep their connections while draining.
-        draining: Arc::new(AtomicBool::new(false)),
+        draining: Arc::new(oka_telemetry::http::Drain::new()),
         tls: config.admin_tls.clone(),
         ..thread("oka-admin".to_owned(), admin, admin_app, None)
     };

@@ -1,7 +1,7 @@
 //! What handlers share: the loaded registry (swapped atomically on reload), API
 //! keys, the store, metrics, limits, and each worker's identity and counters.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -9,7 +9,7 @@ use arc_swap::ArcSwap;
 use oka_core::Registry;
 use oka_core::request::RequestLimits;
 use oka_storage::{FeatureStore, StoreWatch};
-use oka_telemetry::http::Tls;
+use oka_telemetry::http::{Drain, Tls};
 use oka_telemetry::trace::Tracer;
 use tokio::sync::Semaphore;
 use tracing::{info, warn};
@@ -148,9 +148,10 @@ pub struct Shared {
     pub limits: Limits,
     /// The host name used in server ids.
     pub host: String,
-    /// True once shutdown began: `/readyz` answers 503 and every answer carries
-    /// `connection: close` (shared with the connections, which read it per answer).
-    draining: Arc<AtomicBool>,
+    /// Started once shutdown began: `/readyz` answers 503, every answer carries
+    /// `connection: close` and HTTP/2 connections get a GOAWAY (shared with the
+    /// connections, which read it per answer and wait on it when idle).
+    draining: Arc<Drain>,
     /// Ingest body bytes that may be held at once, over all requests.
     pub ingest_budget: Arc<Semaphore>,
     workers: Mutex<Vec<Arc<WorkerCounters>>>,
@@ -325,16 +326,16 @@ impl Shared {
     /// instance out of rotation) and answers carry `connection: close` (so
     /// keep-alive clients reconnect, elsewhere); serving goes on.
     pub fn start_draining(&self) {
-        self.draining.store(true, Ordering::Release);
+        self.draining.start();
     }
 
     /// Whether shutdown began.
     pub fn is_draining(&self) -> bool {
-        self.draining.load(Ordering::Acquire)
+        self.draining.is_started()
     }
 
-    /// The flag [`Self::start_draining`] sets, for the connections.
-    pub(crate) fn draining_flag(&self) -> Arc<AtomicBool> {
+    /// The drain [`Self::start_draining`] starts, for the connections.
+    pub(crate) fn draining_flag(&self) -> Arc<Drain> {
         Arc::clone(&self.draining)
     }
 
@@ -473,7 +474,7 @@ impl SharedBuilder {
             stats: Stats::default(),
             limits: self.limits,
             host: host_name(),
-            draining: Arc::new(AtomicBool::new(false)),
+            draining: Arc::new(Drain::new()),
             ingest_budget: Arc::new(Semaphore::new(ingest_budget)),
             workers: Mutex::new(Vec::new()),
             feast: self.feast,

@@ -13,7 +13,7 @@
 //! (`crate::guard::grpc`).
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::AtomicUsize;
 
 use oka_feast::proto::grpc_server::grpc_feature_server_server::GrpcFeatureServerServer;
 use oka_feast::proto::serving::serving_service_server::ServingServiceServer;
@@ -31,8 +31,8 @@ pub(super) struct GrpcPort {
     pub name: String,
     pub timeouts: ConnTimeouts,
     pub max_connections: usize,
-    /// The worker's drain flag (shared with its HTTP port).
-    pub draining: Arc<AtomicBool>,
+    /// The worker's drain (shared with its HTTP port).
+    pub draining: Arc<oka_telemetry::http::Drain>,
     pub events: Arc<dyn ConnEvents>,
     pub tls: Option<Arc<Tls>>,
     /// The worker's count of open gRPC connections (a gauge of its own).

@@ -109,9 +109,9 @@ struct Phase {
     /// The server stopped: a connection with nothing of a next request received
     /// ends (its reads see the end of the stream).
     stopping: AtomicBool,
-    /// The server's drain flag ([`Shutdown::draining`]), held here so that a
+    /// The server's drain ([`Shutdown::draining`]), held here so that a
     /// request clones only this connection's `Arc`, not one every core shares.
-    draining: Arc<AtomicBool>,
+    draining: Arc<super::Drain>,
     /// The connection's read, waiting while requests are served: woken when
     /// the last of them is dropped unanswered (an HTTP/2 stream the client
     /// reset), so that it arms the idle deadline. An answer wakes it anyway
@@ -336,7 +336,7 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
                 futures::future::Either::Right(routed) => routed.await,
             };
             if let Ok(r) = &mut response
-                && phase.draining.load(Ordering::Acquire)
+                && phase.draining.is_started()
                 && !phase.http2.load(Ordering::Relaxed)
             {
                 // hyper closes the connection after an answer that says so.
@@ -396,8 +396,9 @@ pub struct Ended {
 /// How the server's shutdown reaches a connection.
 #[derive(Debug, Clone)]
 pub struct Shutdown {
-    /// Set while the server drains: answers carry `connection: close`.
-    pub draining: Arc<AtomicBool>,
+    /// Started when the server drains: answers carry `connection: close`,
+    /// HTTP/2 connections get a GOAWAY.
+    pub draining: Arc<super::Drain>,
     /// Turns true when the server stops: the connection finishes the request
     /// that has begun to arrive, if any, and closes.
     pub stop: watch::Receiver<bool>,

@@ -3,7 +3,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::watch;
@@ -19,10 +19,10 @@ pub struct Listener {
     pub name: String,
     /// What it serves.
     pub app: super::App,
-    /// Set while the process drains: answers carry `connection: close`. A
+    /// Started when the process drains: answers carry `connection: close`. A
     /// listener whose clients should keep their connections (an admin port's
-    /// probes and scrapers) is given one never set.
-    pub draining: Arc<AtomicBool>,
+    /// probes and scrapers) is given one never started.
+    pub draining: Arc<super::Drain>,
     /// Connections open now (kept up to date by the loop; read by metrics and
     /// by a shutdown that reports what it cut).
     pub open: Arc<AtomicUsize>,

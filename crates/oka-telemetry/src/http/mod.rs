@@ -13,6 +13,7 @@
 mod accept;
 mod app;
 pub mod conn;
+mod drain;
 mod listener;
 mod refuse;
 pub mod tls;
@@ -20,6 +21,7 @@ pub mod tls;
 pub use accept::check_fd_limit;
 pub use app::{App, Direct, DirectFuture};
 pub use conn::{ConnTimeouts, Ended, Shutdown};
+pub use drain::Drain;
 pub use listener::{Listener, Served, bind};
 pub use tls::{ClientIdentity, Tls, TlsError, TlsFiles};
 

@@ -3,7 +3,6 @@
 
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpStream;
@@ -17,16 +16,12 @@ use super::{Ended, Phase, Tracked, Transport};
 /// the per-worker in-flight limit sheds beyond what the worker can take).
 const H2_MAX_STREAMS: u32 = 256;
 
-/// How often an HTTP/2 connection looks at the drain flag while nothing else
-/// wakes it.
-const DRAIN_CHECK: std::time::Duration = std::time::Duration::from_millis(250);
-
 /// The largest request head (decoded header list) an HTTP/2 client may send.
 const H2_MAX_HEADER_LIST: u32 = 64 * 1024;
 
-/// Serves HTTP/2 on `io`. When the server drains (within [`DRAIN_CHECK`], idle
-/// or not) or stops, the connection gets a GOAWAY: the streams it has begun are
-/// served, then it closes.
+/// Serves HTTP/2 on `io`. When the server drains (idle or not: the connection
+/// waits on the drain) or stops, the connection gets a GOAWAY: the streams it
+/// has begun are served, then it closes.
 pub(super) async fn serve_http2<T: Transport>(
     io: T,
     service: Tracked,
@@ -39,18 +34,15 @@ pub(super) async fn serve_http2<T: Transport>(
         .max_header_list_size(H2_MAX_HEADER_LIST);
     let mut conn = pin!(builder.serve_connection(TokioIo::new(io), service));
     let mut stop = pin!(crate::http::stopped(stop));
-    // The drain flag is looked at on every poll and at least every
-    // DRAIN_CHECK, so that an idle connection gets its GOAWAY once the server
-    // drains, not at its next frame.
-    let mut check = tokio::time::interval(DRAIN_CHECK);
+    // An idle connection gets its GOAWAY when the server drains, not at its
+    // next frame: the drain wakes it.
+    let draining = Arc::clone(&phase.draining);
+    let mut drained = pin!(draining.started());
     let mut closing = false;
     let result = std::future::poll_fn(|cx| {
-        if !closing {
-            while check.poll_tick(cx).is_ready() {}
-            if phase.draining.load(Ordering::Acquire) || stop.as_mut().poll(cx).is_ready() {
-                closing = true;
-                conn.as_mut().graceful_shutdown();
-            }
+        if !closing && (drained.as_mut().poll(cx).is_ready() || stop.as_mut().poll(cx).is_ready()) {
+            closing = true;
+            conn.as_mut().graceful_shutdown();
         }
         conn.as_mut().poll(cx)
     })
