@@ -1071,10 +1071,7 @@ fn ingest_gives_each_hostile_line_its_fate_and_line_number() {
         text.extend_from_slice(line);
         text.push(b'\n');
     }
-    let file = std::env::temp_dir()
-        .join(format!("oka-cli-test-{}", std::process::id()))
-        .join("hostile.jsonl");
-    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let file = common::tmp_dir().join("hostile.jsonl");
     std::fs::write(&file, &text).unwrap();
     let (ok, stdout, stderr, rejects) = ingest_file(&file, &[]);
     assert!(!ok, "exits non-zero when lines were rejected");
@@ -1251,10 +1248,7 @@ fn concurrent_4_mib_ingest_bodies_of_tiny_records_hold_bounded_memory() {
 #[test]
 fn oka_ingest_streams_a_file_larger_than_its_memory() {
     // ~70 MB of JSON Lines on 1000 keys (the in-memory store stays small).
-    let path = std::env::temp_dir()
-        .join(format!("oka-cli-test-{}", std::process::id()))
-        .join("large.jsonl");
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let path = common::tmp_dir().join("large.jsonl");
     {
         let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
         for i in 0..2_300_000u64 {

@@ -9,10 +9,31 @@ use std::time::{Duration, Instant};
 
 pub const OKA: &str = env!("CARGO_BIN_EXE_oka");
 
-pub fn tmp_file(name: &str, contents: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("oka-cli-test-{}", std::process::id()));
+/// This test process's scratch directory, `oka-cli-test-PID` under the temporary
+/// directory. A test binary cannot clean up when it ends, so the first call
+/// removes those of processes that no longer run (otherwise every run leaves
+/// tens of megabytes behind).
+pub fn tmp_dir() -> std::path::PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    let tmp = std::env::temp_dir();
+    SWEPT.call_once(|| {
+        for entry in std::fs::read_dir(&tmp).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name.to_str().and_then(|n| n.strip_prefix("oka-cli-test-")) else {
+                continue;
+            };
+            if pid.parse::<u32>().is_ok() && !std::path::Path::new("/proc").join(pid).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    });
+    let dir = tmp.join(format!("oka-cli-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
+    dir
+}
+
+pub fn tmp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let p = tmp_dir().join(name);
     std::fs::write(&p, contents).unwrap();
     p
 }
