@@ -62,6 +62,15 @@ impl CelUdf {
         }
         let (inputs, args_used, now_used) = bound_reads(bindings, &used);
         let fast = fast_forms(bindings, &programs);
+        // Every fast value fits its column (a double into a `float` one, `now` into
+        // the `timestamp` one): its records need not be checked column by column.
+        let fast_fits = fast.as_ref().is_some_and(|fast| {
+            fast.iter().zip(&output.columns).all(|(f, c)| match f {
+                None => true,
+                Some(Fast::Now) => c.ty == FieldType::Timestamp,
+                Some(_) => c.ty == FieldType::Float,
+            })
+        });
         Ok(Self {
             env: Arc::clone(env),
             programs,
@@ -69,6 +78,7 @@ impl CelUdf {
             args_used,
             now_used,
             fast,
+            fast_fits,
         })
     }
 }

@@ -137,6 +137,8 @@ pub struct CelUdf {
     /// the UDF has one (plain `double` arithmetic over fields, arguments and
     /// literals, or `now`).
     fast: Option<Vec<Option<Fast>>>,
+    /// Whether every fast form's value fits its output column (decided at load).
+    fast_fits: bool,
 }
 
 impl fmt::Debug for CelUdf {
@@ -168,18 +170,10 @@ impl CelUdf {
         fast: &[Option<Fast>],
         call: &UdfCall<'_>,
     ) -> Option<Result<Row, UdfError>> {
-        let columns = &call.output.columns;
-        // Every value fits its column (a double into a `float` column, `now` into
-        // the `timestamp` one, `now` within RFC 3339's years): the row is built in
-        // one pass, without the builder's checks, which would pass.
-        let fits = fast.len() == columns.len()
-            && call.now.is_rfc3339()
-            && fast.iter().zip(columns).all(|(f, c)| match f {
-                None => true,
-                Some(Fast::Now) => c.ty == FieldType::Timestamp,
-                Some(_) => c.ty == FieldType::Float,
-            });
-        if fits {
+        // Every value fits its column (`fast_fits`, decided at load, and `now`
+        // within RFC 3339's years): the row is built in one pass, without the
+        // builder's checks, which would pass.
+        if self.fast_fits && fast.len() == call.output.columns.len() && call.now.is_rfc3339() {
             let mut doubles = true;
             let row: Arc<[Value]> = (fast.iter().enumerate())
                 .map(|(i, f)| match f {
