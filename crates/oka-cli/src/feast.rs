@@ -38,7 +38,8 @@ pub fn run(command: &FeastCommand) -> Result<ExitCode> {
         }
         FeastCommand::Spec(args) => {
             let (_, registry) = load(&args.feast_repo)?;
-            print!("{}", oka_feast::spec::pipeline_spec(&registry));
+            let yaml = oka_feast::spec::pipeline_yaml(&registry).map_err(|e| anyhow!("{e}"))?;
+            print!("{yaml}");
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -78,48 +78,52 @@ impl std::fmt::Display for SpecFrom<'_> {
     }
 }
 
-/// The spec's origin and text, and for a Feast repository its settings and
+/// The spec's origin and the spec, and for a Feast repository its settings and
 /// registry.
-type SpecText = (
+type SpecRead = (
     String,
-    String,
+    oka_core::spec::Spec,
     Option<(oka_feast::FeastConfig, oka_feast::FeastRegistry)>,
 );
 
-/// Reads the spec `from` gives: a file, the demo, a Feast repository's
-/// registry (with its overlay) or a Volga module (described with `python`).
-fn spec_text(
+/// Reads the spec `from` gives: a file or the demo (YAML), a Feast repository's
+/// registry (with its overlay) or a Volga module (described with `python`); the
+/// last two become a spec in memory, with no YAML text in between.
+fn read_spec(
     from: SpecFrom<'_>,
     python: &oka_python::Config,
     fail: &dyn Fn(&dyn std::fmt::Display) -> ReloadFailure,
     read: &dyn Fn(&std::path::Path, &str) -> Result<String, ReloadFailure>,
-) -> Result<SpecText, ReloadFailure> {
-    let mut feast = None;
-    let (origin, yaml) = match from {
-        SpecFrom::File(path) => (path.display().to_string(), read(path, "spec")?),
-        SpecFrom::Demo => ("<demo>".to_owned(), DEMO_SPEC.to_owned()),
+) -> Result<SpecRead, ReloadFailure> {
+    let parse = |origin: String, yaml: &str| {
+        let spec = oka_core::spec::Spec::from_yaml(&origin, yaml).map_err(|e| fail(&e))?;
+        Ok::<_, ReloadFailure>((origin, spec, None))
+    };
+    match from {
+        SpecFrom::File(path) => parse(path.display().to_string(), &read(path, "spec")?),
+        SpecFrom::Demo => parse("<demo>".to_owned(), DEMO_SPEC),
         SpecFrom::Volga(path) => {
             let module = oka_python::volga::describe(&python.python, python.memory_mib, path)
                 .map_err(|e| fail(&e))?;
             for note in &module.notes {
                 tracing::warn!("{note}");
             }
-            (path.display().to_string(), module.yaml)
+            Ok((path.display().to_string(), module.spec, None))
         }
         SpecFrom::Feast { repo, overlay, .. } => {
             let (config, registry) = crate::feast::load(repo).map_err(|e| fail(&e))?;
-            let mut yaml = oka_feast::spec::pipeline_spec(&registry);
+            let mut spec = oka_feast::spec::pipeline_spec(&registry);
             let mut origin = config.registry.display().to_string();
             if let Some(path) = overlay {
                 origin = path.display().to_string();
-                yaml = oka_feast::overlay::merge(&yaml, &read(path, "overlay")?, &origin)
-                    .map_err(|e| fail(&e))?;
+                let text = read(path, "overlay")?;
+                let extra =
+                    oka_core::spec::Spec::from_yaml(&origin, &text).map_err(|e| fail(&e))?;
+                oka_feast::overlay::merge(&mut spec, extra, &origin).map_err(|e| fail(&e))?;
             }
-            feast = Some((config, registry));
-            (origin, yaml)
+            Ok((origin, spec, Some((config, registry))))
         }
-    };
-    Ok((origin, yaml, feast))
+    }
 }
 
 /// What was loaded: the registry, the keys and the pool of its Python UDFs,
@@ -168,9 +172,9 @@ pub(crate) fn spec_and_keys(
             ))
         })
     };
-    let (origin, yaml, feast) = spec_text(from, &python, &fail, &read)?;
+    let (origin, spec, feast) = read_spec(from, &python, &fail, &read)?;
     let (registry, pool) =
-        crate::python::load(&origin, &yaml, natives, python).map_err(|e| fail(&e))?;
+        crate::python::load(&origin, spec, natives, python).map_err(|e| fail(&e))?;
     if let (Some((_, f)), SpecFrom::Feast { skip_unmapped, .. }) = (&feast, from) {
         crate::feast::check_overlay(f, &registry, skip_unmapped).map_err(|e| fail(&e))?;
     }

@@ -68,7 +68,7 @@ pub enum LoadError {
 /// started and loaded (`None` when there are none).
 pub fn load(
     origin: &str,
-    yaml: &str,
+    spec: oka_core::spec::Spec,
     natives: &NativeUdfs,
     config: Config,
 ) -> Result<(Registry, Option<PythonPool>), LoadError> {
@@ -77,7 +77,7 @@ pub fn load(
         natives,
         python: Some(&runtime),
     };
-    let registry = Registry::from_yaml_with(origin, yaml, runtimes).map_err(LoadError::Spec)?;
+    let registry = Registry::load_with(origin, spec, runtimes).map_err(LoadError::Spec)?;
     let pool = runtime.start().map_err(|e| LoadError::Python(e.0))?;
     Ok((registry, pool))
 }
@@ -174,7 +174,8 @@ pub fn volga(command: &VolgaCommand) -> anyhow::Result<ExitCode> {
                 for note in &m.notes {
                     eprintln!("note: {note}");
                 }
-                print!("{}", m.yaml);
+                let yaml = m.spec.to_yaml(&module.display().to_string());
+                print!("{}", yaml.map_err(|e| anyhow::anyhow!("{e}"))?);
                 Ok(ExitCode::SUCCESS)
             }
             Err(e) => {
@@ -194,14 +195,14 @@ pub fn validate(
     python: &PythonArgs,
     natives: &NativeUdfs,
 ) -> anyhow::Result<ExitCode> {
-    let (origin, yaml) = match (spec, volga_module) {
+    let (origin, spec) = match (spec, volga_module) {
         (_, Some(module)) => {
             match oka_python::volga::describe(&python.python, python.python_memory_mib, module) {
                 Ok(m) => {
                     for note in &m.notes {
                         eprintln!("note: {note}");
                     }
-                    (module.display().to_string(), m.yaml)
+                    (module.display().to_string(), m.spec)
                 }
                 Err(e) => {
                     eprintln!("{e}");
@@ -217,11 +218,17 @@ pub fn validate(
                     oka_core::words::io_reason(&e)
                 )
             })?;
-            (origin, yaml)
+            match oka_core::spec::Spec::from_yaml(&origin, &yaml) {
+                Ok(spec) => (origin, spec),
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
         }
         (None, None) => anyhow::bail!("give --spec or --volga-module"),
     };
-    match load(&origin, &yaml, natives, python.config(1)) {
+    match load(&origin, spec, natives, python.config(1)) {
         Ok((r, pool)) => {
             let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
             let entities = r.entities().count();

@@ -68,11 +68,12 @@ fn feature_path(s: &str) -> Result<(String, String), NotFeaturePath> {
 pub fn run(args: TrainingArgs, natives: &NativeUdfs) -> Result<ExitCode> {
     let origin = args.spec.display().to_string();
     let yaml = std::fs::read_to_string(&args.spec).map_err(|e| crate::read_error(&origin, &e))?;
+    let spec = oka_core::spec::Spec::from_yaml(&origin, &yaml).map_err(|e| anyhow!("{e}"))?;
     // Python UDFs run in a pool as they do when serving: one worker per CPU
     // unless --python-workers says otherwise.
     let python = args.python.config(oka_server::runtime::available_cpus());
     let (registry, _pool) =
-        crate::python::load(&origin, &yaml, natives, python).map_err(|e| anyhow!("{e}"))?;
+        crate::python::load(&origin, spec, natives, python).map_err(|e| anyhow!("{e}"))?;
     crate::logs::quiet_udf_panics();
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

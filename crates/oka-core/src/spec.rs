@@ -62,6 +62,18 @@ impl Spec {
             SpecErrors::one(SpecError::new(origin, "", message))
         })
     }
+
+    /// The spec as YAML, what [`Self::from_yaml`] reads back (`oka feast spec`
+    /// and `oka volga spec` print a spec built in memory this way).
+    pub fn to_yaml(&self, origin: &str) -> Result<String, SpecErrors> {
+        serde_yaml_ng::to_string(self).map_err(|e| {
+            SpecErrors::one(SpecError::new(
+                origin,
+                "",
+                format!("the spec cannot be written as YAML: {e}"),
+            ))
+        })
+    }
 }
 
 /// A YAML parser message with Rust's names for what was expected replaced by the
@@ -151,7 +163,7 @@ pub struct EntitySpec {
     /// The order of a record's fields as answered: every key field, the timestamp
     /// and every value field, each once (a Volga entity's declaration order, say).
     /// Default: the keys, the timestamp, then the value fields.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<Vec<String>>,
 }
 

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+use oka_core::value::FieldType;
 use prost::Message;
 
 use crate::config::RepoError;
@@ -92,22 +93,16 @@ impl FeastType {
         })
     }
 
-    /// The type as Oka's spec spells it (`bytes` are served as base64 strings,
-    /// as Feast's JSON answers carry them).
-    pub fn oka_type(self) -> &'static str {
+    /// The type Oka serves it as (`bytes` are served as base64 strings, as
+    /// Feast's JSON answers carry them).
+    pub fn field_type(self) -> FieldType {
         match self {
-            Self::Bytes | Self::String => "string",
-            Self::Int32 | Self::Int64 => "int",
-            Self::Double | Self::Float => "float",
-            Self::Bool => "bool",
-            Self::UnixTimestamp => "timestamp",
-            Self::List(s) => match Self::scalar(s) {
-                Self::Bytes | Self::String => "list<string>",
-                Self::Int32 | Self::Int64 => "list<int>",
-                Self::Double | Self::Float => "list<float>",
-                Self::Bool => "list<bool>",
-                _ => "list<timestamp>",
-            },
+            Self::Bytes | Self::String => FieldType::String,
+            Self::Int32 | Self::Int64 => FieldType::Int,
+            Self::Double | Self::Float => FieldType::Float,
+            Self::Bool => FieldType::Bool,
+            Self::UnixTimestamp => FieldType::Timestamp,
+            Self::List(s) => FieldType::List(Box::new(Self::scalar(s).field_type())),
         }
     }
 
@@ -533,10 +528,8 @@ mod tests {
     fn every_served_value_type_maps_to_an_oka_type() {
         for n in [1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 14, 15, 16, 17, 18] {
             let t = FeastType::from_proto(n).unwrap();
-            assert!(
-                oka_core::value::FieldType::parse(t.oka_type()).is_some(),
-                "{t:?}"
-            );
+            let ty = t.field_type();
+            assert_eq!(FieldType::parse(&ty.to_string()), Some(ty), "{t:?}");
         }
         assert_eq!(FeastType::from_proto(20).unwrap_err().0, "MAP");
         assert_eq!(

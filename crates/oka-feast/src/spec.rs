@@ -5,6 +5,11 @@
 
 use std::fmt::Write as _;
 
+use indexmap::IndexMap;
+use oka_core::spec::{EntitySpec, FeatureKindSpec, FeatureSpec, SPEC_VERSION, Spec};
+use oka_core::value::FieldType;
+
+use crate::config::RepoError;
 use crate::registry::{Column, FeastRegistry, FeatureView};
 
 /// The name of the event-time column of a view's entity (`event_timestamp`, or
@@ -22,31 +27,60 @@ pub fn timestamp_column(view: &FeatureView) -> String {
     name
 }
 
-/// The Oka spec (YAML) of the registry's online feature views.
-pub fn pipeline_spec(registry: &FeastRegistry) -> String {
-    let mut out = format!(
-        "# Feast project {}: its online feature views as Oka reads them (oka feast spec).\nversion: 1\nentities:\n",
+/// The Oka spec of the registry's online feature views.
+pub fn pipeline_spec(registry: &FeastRegistry) -> Spec {
+    let online = || registry.views.values().filter(|v| v.online);
+    let entities = online()
+        .map(|view| {
+            let entity = EntitySpec {
+                keys: fields(&view.join_keys),
+                timestamp: timestamp_column(view),
+                fields: fields(&view.features),
+                order: None,
+            };
+            (view.name.clone(), entity)
+        })
+        .collect();
+    let features = online()
+        .map(|view| {
+            let feature = FeatureSpec {
+                kind: FeatureKindSpec::Pipeline,
+                entity: Some(view.name.clone()),
+                output: None,
+                aggregate: None,
+                description: Some(format!("Feast feature view {}", view.name)),
+                dependencies: Vec::new(),
+                args: IndexMap::new(),
+                udf: None,
+                history: None,
+                ttl_s: None,
+                source: None,
+            };
+            (view.name.clone(), feature)
+        })
+        .collect();
+    Spec {
+        version: SPEC_VERSION,
+        entities,
+        features,
+    }
+}
+
+/// [`pipeline_spec`] as YAML, as `oka feast spec` prints it.
+pub fn pipeline_yaml(registry: &FeastRegistry) -> Result<String, RepoError> {
+    let body = pipeline_spec(registry)
+        .to_yaml(&format!("Feast project {}", registry.project))
+        .map_err(|e| RepoError(e.to_string()))?;
+    Ok(format!(
+        "# Feast project {}: its online feature views as Oka reads them (oka feast spec).\n{body}",
         quote(&registry.project)
-    );
-    let online: Vec<&FeatureView> = registry.views.values().filter(|v| v.online).collect();
-    for view in &online {
-        let _ = writeln!(out, "  {}:", quote(&view.name));
-        let _ = writeln!(out, "    keys: {}", columns(&view.join_keys));
-        let _ = writeln!(out, "    timestamp: {}", quote(&timestamp_column(view)));
-        let _ = writeln!(out, "    fields: {}", columns(&view.features));
-    }
-    out.push_str("features:\n");
-    for view in &online {
-        let _ = writeln!(out, "  {}:", quote(&view.name));
-        out.push_str("    kind: pipeline\n");
-        let _ = writeln!(out, "    entity: {}", quote(&view.name));
-        let _ = writeln!(
-            out,
-            "    description: {}",
-            quote(&format!("Feast feature view {}", view.name))
-        );
-    }
-    out
+    ))
+}
+
+fn fields(cols: &[Column]) -> IndexMap<String, FieldType> {
+    cols.iter()
+        .map(|c| (c.name.clone(), c.ty.field_type()))
+        .collect()
 }
 
 /// An overlay to start from: an on-demand feature per on-demand view, its
@@ -85,7 +119,7 @@ pub fn overlay_skeleton(registry: &FeastRegistry) -> String {
                     out,
                     "      {}: {{type: {}}}",
                     quote(&c.name),
-                    c.ty.oka_type()
+                    c.ty.field_type()
                 );
             }
         }
@@ -107,7 +141,13 @@ pub fn overlay_skeleton(registry: &FeastRegistry) -> String {
 fn columns(cols: &[Column]) -> String {
     let parts: Vec<String> = cols
         .iter()
-        .map(|c| format!("{}: {}", quote(&c.name), quote(c.ty.oka_type())))
+        .map(|c| {
+            format!(
+                "{}: {}",
+                quote(&c.name),
+                quote(&c.ty.field_type().to_string())
+            )
+        })
         .collect();
     format!("{{{}}}", parts.join(", "))
 }
@@ -191,7 +231,13 @@ mod tests {
 
     #[test]
     fn the_pipeline_spec_is_an_oka_spec() {
-        let text = pipeline_spec(&registry());
+        let spec = pipeline_spec(&registry());
+        assert_eq!(spec.entities["stats"].timestamp, "_event_timestamp");
+        let loaded = oka_core::Registry::load("feast", spec, &oka_core::NativeUdfs::new());
+        assert!(loaded.is_ok(), "{:?}", loaded.err());
+        // What `oka feast spec` prints loads to the same spec.
+        let text = pipeline_yaml(&registry()).unwrap();
+        assert!(text.starts_with("# Feast project p:"), "{text}");
         let loaded = oka_core::Registry::from_yaml("feast", &text, &oka_core::NativeUdfs::new());
         assert!(loaded.is_ok(), "{text}\n{:?}", loaded.err());
         assert!(text.contains("timestamp: _event_timestamp"), "{text}");

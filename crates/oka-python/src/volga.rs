@@ -58,8 +58,6 @@ const MAX_DESCRIPTION_BYTES: u64 = 64 << 20;
 pub struct VolgaModule {
     /// The spec.
     pub spec: Spec,
-    /// The same as YAML, as `oka volga spec` prints it.
-    pub yaml: String,
     /// What serves differently from Volga, one line each (a `@pipeline` Oka
     /// does not run, a source whose data comes from outside).
     pub notes: Vec<String>,
@@ -190,8 +188,6 @@ pub fn describe(python: &Path, memory_mib: u64, module: &Path) -> Result<VolgaMo
             "{shown}: the module's features do not make a spec: {e}"
         ))
     })?;
-    let yaml = serde_yaml_ng::to_string(&spec)
-        .map_err(|e| fail(format!("{shown}: the spec cannot be written as YAML: {e}")))?;
     let notes = parsed["notes"]
         .as_array()
         .map(|n| {
@@ -200,5 +196,5 @@ pub fn describe(python: &Path, memory_mib: u64, module: &Path) -> Result<VolgaMo
                 .collect()
         })
         .unwrap_or_default();
-    Ok(VolgaModule { spec, yaml, notes })
+    Ok(VolgaModule { spec, notes })
 }
