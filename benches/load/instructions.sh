@@ -17,6 +17,12 @@
 # `--shutdown-delay-s 0`; an older binary may lack it: EXTRA=""). CALLGRIND_OUT=FILE
 # keeps the profile (FILE.1) for callgrind_annotate. Needs valgrind, python3, curl;
 # binds 127.0.0.1 only. About a minute per run.
+#
+# Another server and request (benches/peers/feast_instructions.sh does): SERVE="…"
+# replaces `--spec … --store …`; REQ_PATH (default /v1/features); BODY, the body
+# with `{keys}` where the keys go; KEY, one key with `%d` for its number (default
+# `{"id":"test-id-%d"}`); PRESENT, the answer's word for a present value (default
+# `"present"`) and PER_KEY, how many a key's answer holds (default 1).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${1:-target/release/oka}
@@ -24,6 +30,12 @@ STORE=${STORE:-memory://}
 EXTRA=${EXTRA---shutdown-delay-s 0}
 BATCH=${BATCH:-1}
 CEILING=${CEILING:-}
+SERVE=${SERVE:-}
+REQ_PATH=${REQ_PATH:-/v1/features}
+BODY=${BODY:-'{"target_features":["simple_feature"],"keys":[{keys}],"udf_args":{"simple_feature":{"multiplier":2.0}}}'}
+KEY=${KEY:-'{"id":"test-id-%d"}'}
+PRESENT=${PRESENT:-'"present"'}
+PER_KEY=${PER_KEY:-1}
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -33,12 +45,15 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # written the keys).
 N=2000
 send() {
-  python3 - "$1" "$2" "$N" "$BATCH" "$([[ -n $CEILING ]] && echo 0 || echo 1)" <<'PY'
+  python3 - "$1" "$2" "$N" "$BATCH" "$([[ -n $CEILING ]] && echo 0 || echo 1)" \
+    "$REQ_PATH" "$BODY" "$KEY" "$PRESENT" "$PER_KEY" <<'PY'
 import socket, subprocess, sys, time
 port, pid, n, batch, check = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1"
-keys = ",".join('{"id":"test-id-%d"}' % (21 + i) for i in range(batch))
-body = ('{"target_features":["simple_feature"],"keys":[%s],"udf_args":{"simple_feature":{"multiplier":2.0}}}' % keys).encode()
-req = b"POST /v1/features HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % len(body) + body
+path, template, key, present, per_key = sys.argv[6:11]
+present, expected = present.encode(), batch * int(per_key)
+keys = ",".join(key % (21 + i) for i in range(batch))
+body = template.replace("{keys}", keys).encode()
+req = b"POST %s HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n" % (path.encode(), len(body)) + body
 s = socket.create_connection(("127.0.0.1", port)); f = s.makefile("rb")
 def one():
     s.sendall(req)
@@ -49,7 +64,7 @@ def one():
         length = int(v) if k.lower() == "content-length" else length
     return f.read(length)
 for _ in range(600):  # up to 60 s for the demo source's first write
-    if not check or one().count(b'"present"') == batch:
+    if not check or one().count(present) == expected:
         break
     time.sleep(0.1)
 else:
@@ -71,9 +86,11 @@ total() {
     pid=$!
     for _ in $(seq 1 300); do curl -s -o /dev/null "localhost:$port/" && break; sleep 0.2; done
   else
+    local serve=(--spec "$WORK/spec.yaml" --store "$STORE")
+    # shellcheck disable=SC2206
+    [[ -z $SERVE ]] || serve=($SERVE)
     # shellcheck disable=SC2086
-    valgrind --tool=callgrind --callgrind-out-file="$out" "$BIN" serve --spec "$WORK/spec.yaml" \
-      --store "$STORE" --workers 1 --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$aport" $EXTRA \
+    valgrind --tool=callgrind --callgrind-out-file="$out" "$BIN" serve "${serve[@]}" --workers 1 --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$aport" $EXTRA \
       >/dev/null 2>"$WORK/err" &
     pid=$!
     for _ in $(seq 1 300); do curl -sf "localhost:$aport/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
@@ -84,4 +101,4 @@ total() {
 }
 OUT=${CALLGRIND_OUT:-$WORK/callgrind.out}
 total=$(total "$OUT")
-echo "${CEILING:-$BIN} ($STORE${EXTRA:+ $EXTRA}, $BATCH key(s)): $((total / N)) instructions per served request"
+echo "${CEILING:-$BIN} (${SERVE:-$STORE}${EXTRA:+ $EXTRA}, $REQ_PATH, $BATCH key(s)): $((total / N)) instructions per served request"

@@ -7,12 +7,10 @@
 #
 #   bash benches/peers/feast_api.sh
 #
-# 1. Feast from tests/feast/requirements.txt in target/feast/venv (the same venv as
-#    tests/feast/run.sh: pip runs only when that file changes); release builds of
+# 1. Feast in target/feast/venv (feast_setup.sh's feast_venv); release builds of
 #    oka and oka-load (SKIP_BUILD=1 to skip)
-# 2. a redis-server on a free 127.0.0.1 port (no persistence); feast apply of
-#    benches/peers/feast_repo, then feast_load.py: 10,000 ids, test_feature and the
-#    20 features of `wide`, through FeatureStore.write_to_online_store
+# 2. Redis and Feast's data (feast_setup.sh's feast_data): 10,000 ids, test_feature
+#    and the 20 features of `wide`, written by Feast's SDK
 # 3. oka serve --feast-repo benches/peers/feast_repo --spec feast_overlay.yaml
 #    --grpc-listen … (default workers: per core, pinned) and feast serve
 #    --no-access-log --workers FEAST_WORKERS --max-requests 0 (the best configuration
@@ -52,18 +50,15 @@ OKA_BIN=$ROOT/target/release/oka
 LOAD_BIN=$ROOT/target/release/oka-load
 GHZ=${GHZ:-$(command -v ghz || true)}
 LOCK=/tmp/oka-bench.lock
-VENV=$ROOT/target/feast/venv
 rm -rf "$OUT"
-mkdir -p "$OUT/runs" "$OUT/feast_data"
+mkdir -p "$OUT/runs"
 log() { echo "feast-api: $*" >&2; }
 
+# shellcheck source=benches/peers/feast_setup.sh
+source "$HERE/feast_setup.sh"
+
 # ---- 1. venv and binaries
-[[ -x $VENV/bin/python ]] || python3 -m venv "$VENV"
-want=$(sha256sum "$ROOT/tests/feast/requirements.txt" | cut -d' ' -f1)
-if [[ "$(cat "$VENV/.requirements.sha256" 2>/dev/null || true)" != "$want" ]]; then
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$ROOT/tests/feast/requirements.txt"
-    echo "$want" >"$VENV/.requirements.sha256"
-fi
+feast_venv
 [[ ${SKIP_BUILD:-0} == 1 ]] || cargo build --release -q -p oka-load -p oka-cli
 
 PIDS=()
@@ -73,18 +68,10 @@ cleanup() {
     for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
 }
 trap cleanup EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-REDIS_PORT=$(free_port) OKA_PORT=$(free_port) OKA_ADMIN=$(free_port) OKA_GRPC=$(free_port) FEAST_PORT=$(free_port)
+OKA_PORT=$(free_port) OKA_ADMIN=$(free_port) OKA_GRPC=$(free_port) FEAST_PORT=$(free_port)
 
 # ---- 2. Redis and Feast's data
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no >"$OUT/redis.log" 2>&1 &
-REDIS_PID=$!
-PIDS+=("$REDIS_PID")
-for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
-export PEERS_REDIS_PORT=$REDIS_PORT PEERS_FEAST_DATA=$OUT/feast_data
-FEAST=("$VENV/bin/feast" -c "$HERE/feast_repo" --log-level WARNING)
-(cd "$HERE/feast_repo" && "${FEAST[@]}" apply) >"$OUT/feast-apply.log" 2>&1
-"$VENV/bin/python" "$HERE/feast_load.py" "$HERE/feast_repo" "$KEYS" 2>>"$OUT/feast-apply.log" >&2
+feast_data
 log "redis keys: $(redis-cli -p "$REDIS_PORT" dbsize)"
 
 # ---- 3. servers
