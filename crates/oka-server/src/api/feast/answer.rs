@@ -6,13 +6,15 @@ use std::fmt::Write as _;
 
 use oka_core::execute::Outcome;
 use oka_core::value::write_json_str;
-use oka_core::{Registry, Timestamp, Value};
+use oka_core::{Registry, Row, Timestamp, Value};
 
 use super::{Computed, Out, Plan};
 
 /// Writes the answer in Feast's shape.
 pub fn write_response(registry: &Registry, computed: &Computed, plan: &Plan, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"results\":[");
+    // Each view's outcomes by row, gathered once for all of its features.
+    let mut gathered: Vec<Option<Gathered>> = Vec::new();
     for (c, column) in plan.columns.iter().enumerate() {
         if c > 0 {
             out.push(b',');
@@ -27,7 +29,14 @@ pub fn write_response(registry: &Registry, computed: &Computed, plan: &Plan, out
             } => {
                 let at = Plan::column_of(registry, computed, *target, feature);
                 let timed = !on_demand;
-                write_feature(&plan.outcomes(computed, *target), at, timed, out);
+                if gathered.len() <= *target {
+                    gathered.resize_with(*target + 1, || None);
+                }
+                let view = gathered[*target].get_or_insert_with(|| Gathered {
+                    outcomes: plan.outcomes(computed, *target),
+                    times: None,
+                });
+                write_feature(view, at, timed, out);
             }
         }
     }
@@ -75,14 +84,25 @@ fn write_statuses(n: usize, out: &mut Vec<u8>) {
     out.push(b']');
 }
 
+/// A view's outcomes for each row of the request, and its features'
+/// `event_timestamps` array once written (the same for each of its features:
+/// their values come from the same records).
+struct Gathered<'o> {
+    outcomes: Vec<Option<&'o Outcome>>,
+    times: Option<Vec<u8>>,
+}
+
 /// A feature's column; `timed`: each value's event time is its record's (an
 /// on-demand view's values have none: Feast answers the epoch).
-fn write_feature(outcomes: &[Option<&Outcome>], at: Option<usize>, timed: bool, out: &mut Vec<u8>) {
+fn write_feature(view: &mut Gathered<'_>, at: Option<usize>, timed: bool, out: &mut Vec<u8>) {
+    fn record<'o>(o: &Option<&'o Outcome>) -> Option<&'o Row> {
+        match o {
+            Some(Outcome::Present(rows)) => rows.first(),
+            _ => None,
+        }
+    }
+    let outcomes = &view.outcomes;
     out.extend_from_slice(b"{\"values\":[");
-    let record = |o: &Option<&Outcome>| match o {
-        Some(Outcome::Present(rows)) => rows.first().cloned(),
-        _ => None,
-    };
     for (i, o) in outcomes.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -94,15 +114,20 @@ fn write_feature(outcomes: &[Option<&Outcome>], at: Option<usize>, timed: bool, 
     }
     write_statuses(outcomes.len(), out);
     out.extend_from_slice(b",\"event_timestamps\":[");
-    for (i, o) in outcomes.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+    let times = view.times.get_or_insert_with(|| {
+        let mut times = Vec::with_capacity(outcomes.len() * 30);
+        for (i, o) in outcomes.iter().enumerate() {
+            if i > 0 {
+                times.push(b',');
+            }
+            match record(o).filter(|_| timed) {
+                Some(row) => write_feast_time(row.event_time, &mut times),
+                None => write_json_str(&mut times, EPOCH),
+            }
         }
-        match record(o).filter(|_| timed) {
-            Some(row) => write_json_str(out, &feast_time(row.event_time)),
-            None => write_json_str(out, EPOCH),
-        }
-    }
+        times
+    });
+    out.extend_from_slice(times);
     out.extend_from_slice(b"]}");
 }
 
@@ -133,27 +158,35 @@ fn write_value(v: &Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        other => {
-            let _ = serde_json::to_writer(&mut *out, &other.to_json());
-        }
+        other => other.write_json(out),
     }
 }
 
-/// An event time as Feast writes it: RFC 3339 in UTC with `Z`, fractions only as
-/// long as needed (none, milliseconds or microseconds).
-fn feast_time(t: Timestamp) -> String {
-    let Some(dt) = t.to_datetime() else {
-        return EPOCH.to_owned();
-    };
-    let micros = t.0.rem_euclid(1_000_000);
-    let base = dt.format("%Y-%m-%dT%H:%M:%S");
-    if micros == 0 {
-        format!("{base}Z")
-    } else if micros % 1000 == 0 {
-        format!("{base}.{:03}Z", micros / 1000)
+/// An event time as Feast writes it, a JSON string: RFC 3339 in UTC with `Z`,
+/// fractions only as long as needed (none, milliseconds or microseconds).
+/// Written from Oka's RFC 3339 text (no formatter: once per value answered);
+/// outside years 0–9999 through chrono, and the epoch beyond chrono's range.
+fn write_feast_time(t: Timestamp, out: &mut Vec<u8>) {
+    out.push(b'"');
+    if t.is_rfc3339() {
+        // `…T00:00:00.000000+00:00`, less what Feast leaves out.
+        t.write_rfc3339(out);
+        let micros = t.0.rem_euclid(1_000_000);
+        let drop = match micros {
+            0 => ".000000+00:00".len(),
+            m if m % 1000 == 0 => "000+00:00".len(),
+            _ => "+00:00".len(),
+        };
+        out.truncate(out.len() - drop);
     } else {
-        format!("{base}.{micros:06}Z")
+        match t.to_datetime() {
+            Some(dt) => {
+                let _ = write!(Bytes(out), "{}", dt.format("%Y-%m-%dT%H:%M:%S%.6f"));
+            }
+            None => out.extend_from_slice(&EPOCH.as_bytes()[..EPOCH.len() - 1]),
+        }
     }
+    out.extend_from_slice(b"Z\"");
 }
 
 /// `fmt::Write` into a byte buffer.
@@ -170,20 +203,31 @@ impl std::fmt::Write for Bytes<'_> {
 mod tests {
     use super::*;
 
+    fn feast_time(t: Timestamp) -> String {
+        let mut out = Vec::new();
+        write_feast_time(t, &mut out);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
     #[test]
     fn event_times_are_feasts() {
         assert_eq!(
             feast_time(Timestamp(1_764_870_000_000_000)),
-            "2025-12-04T17:40:00Z"
+            "\"2025-12-04T17:40:00Z\""
         );
         assert_eq!(
             feast_time(Timestamp(1_764_870_000_250_000)),
-            "2025-12-04T17:40:00.250Z"
+            "\"2025-12-04T17:40:00.250Z\""
         );
         assert_eq!(
             feast_time(Timestamp(1_764_870_000_000_001)),
-            "2025-12-04T17:40:00.000001Z"
+            "\"2025-12-04T17:40:00.000001Z\""
         );
+        assert_eq!(
+            feast_time(Timestamp(-1_000_000)),
+            "\"1969-12-31T23:59:59Z\""
+        );
+        assert_eq!(feast_time(Timestamp(-1)), "\"1969-12-31T23:59:59.999999Z\"");
     }
 
     #[test]
@@ -197,9 +241,13 @@ mod tests {
         write_value(&Value::Float(f64::NAN), &mut out);
         out.push(b' ');
         write_value(&Value::Int(-(1 << 62)), &mut out);
+        out.push(b' ');
+        write_value(&Value::Float(4.0), &mut out);
+        out.push(b' ');
+        write_value(&Value::String("a\"\u{1}é".into()), &mut out);
         assert_eq!(
             String::from_utf8_lossy(&out),
-            "1600000000 \"NaN\" -4611686018427387904"
+            "1600000000 \"NaN\" -4611686018427387904 4.0 \"a\\\"\\u0001é\""
         );
     }
 }

@@ -11,6 +11,7 @@
 
 use oka_core::encode::answers;
 use oka_core::execute::{Outcome, Outputs};
+use oka_core::request::{ArgMap, KeyList, KeyValue};
 use oka_core::{ErrorCode, FeatureRequest, Prepared, Registry, Value};
 use oka_feast::registry::{Column, FeastRegistry, FeastType, OnDemandView};
 use serde::Deserialize;
@@ -206,38 +207,54 @@ fn columns<'r>(
         columns: Vec::new(),
         typed: indexmap::IndexMap::new(),
     };
+    // The view of the previous reference and its target: a request's features
+    // come mostly view by view, and a view is checked once per run of them.
+    let mut last: Option<(&str, Named<'r>, usize)> = None;
     for (view_name, feature, shown) in refs {
-        let view = known_view(feast, registry, view_name)?;
-        let Some(column) = view.features().iter().find(|f| f.name == *feature) else {
-            return Err(bad(
+        let has = |view: Named<'_>| {
+            let column = view.features().iter().find(|f| f.name == *feature);
+            column.map(|f| f.ty)
+        };
+        let no_feature = || {
+            bad(
                 ErrorCode::UnknownFeature,
                 format!("feature view `{view_name}` has no feature `{feature}`"),
-            ));
+            )
         };
-        if registry.feature_id(view_name).is_none() {
-            return Err(bad(
-                ErrorCode::UnknownFeature,
-                format!("feature view `{view_name}` is not served (it is not online)"),
-            ));
-        }
-        for key in view.join_keys(feast) {
-            if !out.typed.contains_key(key.name.as_str()) {
-                out.typed
-                    .insert(&key.name, (entity_column(request, key, rows)?, key.ty));
-            }
-        }
-        let target = match out.views.iter().position(|v| v == view_name) {
-            Some(i) => i,
-            None => {
-                out.views.push(view_name);
-                out.views.len() - 1
+        let (view, target) = match last {
+            Some((name, view, target)) if name == view_name => (view, target),
+            _ => {
+                let view = known_view(feast, registry, view_name)?;
+                has(view).ok_or_else(no_feature)?;
+                if registry.feature_id(view_name).is_none() {
+                    return Err(bad(
+                        ErrorCode::UnknownFeature,
+                        format!("feature view `{view_name}` is not served (it is not online)"),
+                    ));
+                }
+                for key in view.join_keys(feast) {
+                    if !out.typed.contains_key(key.name.as_str()) {
+                        out.typed
+                            .insert(&key.name, (entity_column(request, key, rows)?, key.ty));
+                    }
+                }
+                let target = match out.views.iter().position(|v| v == view_name) {
+                    Some(i) => i,
+                    None => {
+                        out.views.push(view_name);
+                        out.views.len() - 1
+                    }
+                };
+                last = Some((view_name, view, target));
+                (view, target)
             }
         };
+        let ty = has(view).ok_or_else(no_feature)?;
         out.names.push(shown.clone());
         out.columns.push(Out::Feature {
             target,
             feature: feature.clone(),
-            ty: column.ty,
+            ty,
             on_demand: matches!(view, Named::OnDemand(_)),
         });
     }
@@ -438,6 +455,9 @@ fn row_groups(
     rows: usize,
 ) -> Vec<Vec<usize>> {
     let columns = request_columns(feast, views);
+    if columns.is_empty() {
+        return vec![(0..rows).collect()];
+    }
     let mut groups: indexmap::IndexMap<String, Vec<usize>> = indexmap::IndexMap::new();
     for i in 0..rows {
         let values: Vec<Option<&Json>> = columns
@@ -453,37 +473,42 @@ fn row_groups(
     groups.into_values().collect()
 }
 
-/// Oka's request for the rows of one group: one target per view, its key list
-/// from the entity rows, the on-demand views' arguments from the group's
-/// request data.
+/// Oka's request for the rows of one group, built in place (no JSON in between):
+/// one target per view, its key list from the entity rows, the on-demand views'
+/// arguments from the group's request data.
 fn oka_request(
     feast: &FeastRegistry,
     views: &[&str],
     request: &Request,
     rows: &[usize],
 ) -> Result<FeatureRequest, ApiError> {
-    let mut keys = serde_json::Map::new();
-    let mut args = serde_json::Map::new();
+    let mut keys = indexmap::IndexMap::with_capacity(views.len());
+    let mut args = Vec::new();
     for view in views {
         let join_keys = target_keys(feast, view);
-        let list: Vec<Json> = rows
+        let columns: Vec<Option<&Vec<Json>>> = join_keys
             .iter()
-            .map(|&i| {
-                let mut key = serde_json::Map::new();
-                for k in &join_keys {
-                    let v = request.entities.get(&k.name).and_then(|c| c.get(i));
-                    let v = v.and_then(|v| match k.ty {
-                        FeastType::Int64 | FeastType::Int32 => int_key(v).map(|v| v.to_json()),
-                        _ => Some(v.clone()),
-                    });
-                    key.insert(k.name.clone(), v.unwrap_or(Json::Null));
-                }
-                Json::Object(key)
-            })
+            .map(|k| request.entities.get(&k.name))
             .collect();
-        keys.insert((*view).to_owned(), Json::Array(list));
+        let mut list = KeyList::new();
+        for &i in rows {
+            list.push(join_keys.iter().zip(&columns).map(|(k, column)| {
+                let v = column.and_then(|c| c.get(i));
+                let value = match (v, k.ty) {
+                    (Some(v), FeastType::Int64 | FeastType::Int32) => match int_key(v) {
+                        Some(Value::Int(n)) => KeyValue::Int(n),
+                        _ => KeyValue::Other(Json::Null),
+                    },
+                    (Some(Json::String(s)), _) => KeyValue::String(s.as_str().into()),
+                    (Some(other), _) => KeyValue::Other(other.clone()),
+                    (None, _) => KeyValue::Other(Json::Null),
+                };
+                (k.name.as_str(), value)
+            }));
+        }
+        keys.insert((*view).to_owned(), list);
         if let (Some(od), Some(&first)) = (feast.on_demand.get(*view), rows.first()) {
-            let given: serde_json::Map<String, Json> = od
+            let given: ArgMap = od
                 .request
                 .iter()
                 .filter_map(|c| {
@@ -491,13 +516,17 @@ fn oka_request(
                     (!v.is_null()).then(|| (c.name.clone(), v.clone()))
                 })
                 .collect();
-            args.insert((*view).to_owned(), Json::Object(given));
+            args.push(((*view).to_owned(), Some(given)));
         }
     }
-    let body =
-        serde_json::json!({"target_features": views, "feature_keys": keys, "udf_args": args});
-    serde_json::from_value(body)
-        .map_err(|e| bad(ErrorCode::InvalidRequest, format!("invalid request: {e}")))
+    Ok(FeatureRequest {
+        target_features: views.iter().map(|v| (*v).to_owned()).collect(),
+        keys: None,
+        feature_keys: Some(keys),
+        query_args: None,
+        udf_args: Some(args.into_iter().collect()),
+        deadline_ms: None,
+    })
 }
 
 #[cfg(test)]
