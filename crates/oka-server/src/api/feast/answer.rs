@@ -167,24 +167,22 @@ fn write_value(v: &Value, out: &mut Vec<u8>) {
 /// Written from Oka's RFC 3339 text (no formatter: once per value answered);
 /// outside years 0–9999 through chrono, and the epoch beyond chrono's range.
 fn write_feast_time(t: Timestamp, out: &mut Vec<u8>) {
+    // The fraction's digits Feast leaves out of `.000000`.
+    let unwritten = match t.0.rem_euclid(1_000_000) {
+        0 => ".000000".len(),
+        m if m % 1000 == 0 => "000".len(),
+        _ => 0,
+    };
     out.push(b'"');
     if t.is_rfc3339() {
-        // `…T00:00:00.000000+00:00`, less what Feast leaves out.
+        // `…T00:00:00.000000+00:00`: no offset, and the fraction trimmed.
         t.write_rfc3339(out);
-        let micros = t.0.rem_euclid(1_000_000);
-        let drop = match micros {
-            0 => ".000000+00:00".len(),
-            m if m % 1000 == 0 => "000+00:00".len(),
-            _ => "+00:00".len(),
-        };
-        out.truncate(out.len() - drop);
+        out.truncate(out.len() - "+00:00".len() - unwritten);
+    } else if let Some(dt) = t.to_datetime() {
+        let _ = write!(Bytes(out), "{}", dt.format("%Y-%m-%dT%H:%M:%S%.6f"));
+        out.truncate(out.len() - unwritten);
     } else {
-        match t.to_datetime() {
-            Some(dt) => {
-                let _ = write!(Bytes(out), "{}", dt.format("%Y-%m-%dT%H:%M:%S%.6f"));
-            }
-            None => out.extend_from_slice(&EPOCH.as_bytes()[..EPOCH.len() - 1]),
-        }
+        out.extend_from_slice(&EPOCH.as_bytes()[..EPOCH.len() - 1]);
     }
     out.extend_from_slice(b"Z\"");
 }
@@ -228,6 +226,17 @@ mod tests {
             "\"1969-12-31T23:59:59Z\""
         );
         assert_eq!(feast_time(Timestamp(-1)), "\"1969-12-31T23:59:59.999999Z\"");
+        // Beyond year 9999 (chrono writes it), fractions trimmed alike.
+        let year_10000 = Timestamp::RFC3339_MAX.0 + 1;
+        assert_eq!(
+            feast_time(Timestamp(year_10000)),
+            "\"+10000-01-01T00:00:00Z\""
+        );
+        assert_eq!(
+            feast_time(Timestamp(year_10000 + 250_000)),
+            "\"+10000-01-01T00:00:00.250Z\""
+        );
+        assert_eq!(feast_time(Timestamp(i64::MAX)), "\"1970-01-01T00:00:00Z\"");
     }
 
     #[test]

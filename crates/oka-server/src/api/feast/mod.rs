@@ -500,7 +500,7 @@ fn oka_request(
                         _ => KeyValue::Other(Json::Null),
                     },
                     (Some(Json::String(s)), _) => KeyValue::String(s.as_str().into()),
-                    (Some(other), _) => KeyValue::Other(other.clone()),
+                    (Some(other), _) => KeyValue::from(other.clone()),
                     (None, _) => KeyValue::Other(Json::Null),
                 };
                 (k.name.as_str(), value)
