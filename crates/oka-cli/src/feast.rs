@@ -45,8 +45,11 @@ pub fn run(command: &FeastCommand) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A Feast repository as read: its feature_store.yaml and registry.
+pub type FeastRepo = (FeastConfig, FeastRegistry);
+
 /// Reads a repository's feature_store.yaml and the registry it names.
-pub fn load(repo: &Path) -> Result<(FeastConfig, FeastRegistry)> {
+pub fn load(repo: &Path) -> Result<FeastRepo> {
     let config = FeastConfig::load(repo).map_err(|e| anyhow!("{e}"))?;
     let registry =
         FeastRegistry::load(&config.registry, &config.project).map_err(|e| anyhow!("{e}"))?;
@@ -111,7 +114,7 @@ pub fn report_unserved(registry: &FeastRegistry) {
 /// reports what is not served, and shares its registry with the store.
 pub fn prepare(
     store: &mut crate::stores::StoreArgs,
-    loaded: Option<(FeastConfig, FeastRegistry)>,
+    loaded: Option<FeastRepo>,
 ) -> Result<Option<crate::stores::FeastLayout>> {
     let Some((config, registry)) = loaded else {
         return Ok(None);

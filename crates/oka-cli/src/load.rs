@@ -9,6 +9,7 @@ use oka_server::state::ReloadFailure;
 use oka_server::udf_runtime::SpecLoad;
 
 use crate::DEMO_SPEC;
+use crate::feast::FeastRepo;
 
 /// Where the spec comes from.
 #[derive(Debug, Clone, Copy)]
@@ -78,13 +79,8 @@ impl std::fmt::Display for SpecFrom<'_> {
     }
 }
 
-/// The spec's origin and the spec, and for a Feast repository its settings and
-/// registry.
-type SpecRead = (
-    String,
-    oka_core::spec::Spec,
-    Option<(oka_feast::FeastConfig, oka_feast::FeastRegistry)>,
-);
+/// The spec's origin and the spec, and for a Feast repository the repository.
+type SpecRead = (String, oka_core::spec::Spec, Option<FeastRepo>);
 
 /// Reads the spec `from` gives: a file or the demo (YAML), a Feast repository's
 /// registry (with its overlay) or a Volga module (described with `python`); the
@@ -126,24 +122,17 @@ fn read_spec(
     }
 }
 
-/// What was loaded: the registry, the keys and the pool of its Python UDFs,
-/// and for a Feast repository its settings and registry.
-pub(crate) type Loaded = (
-    SpecLoad,
-    Option<(oka_feast::FeastConfig, oka_feast::FeastRegistry)>,
-);
-
 /// Reads the spec (a file, the demo, or a Feast repository's registry) and the
 /// API keys (file and environment), and starts a pool of `python` for the
 /// spec's Python UDFs (if any: every worker imports every module first). Errors
 /// name the files as configured in `message`, and by file name only in
-/// `public`; no error shows a key.
+/// `public`; no error shows a key. With the load, a Feast repository as read.
 pub(crate) fn spec_and_keys(
     from: SpecFrom<'_>,
     keys_file: Option<&std::path::Path>,
     natives: &NativeUdfs,
     python: oka_python::Config,
-) -> Result<Loaded, ReloadFailure> {
+) -> Result<(SpecLoad, Option<FeastRepo>), ReloadFailure> {
     let spec: Vec<&std::path::Path> = match from {
         SpecFrom::File(p) | SpecFrom::Volga(p) => vec![p],
         SpecFrom::Feast { repo, overlay, .. } => std::iter::once(repo).chain(overlay).collect(),

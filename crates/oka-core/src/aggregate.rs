@@ -49,13 +49,13 @@ pub struct OutputProblem {
 
 /// The checked outputs of an aggregation, before the output entity exists.
 #[derive(Debug, Clone)]
-pub struct Outputs {
+pub struct AggregateOutputs {
     outputs: Vec<Output>,
     /// Output field → type, in spec order.
     pub fields: IndexMap<String, FieldType>,
 }
 
-impl Outputs {
+impl AggregateOutputs {
     /// Checks `specs` against the window's entity `over`: the fields exist and
     /// have types the aggregations take, the parameters are in range. Every
     /// problem is reported.

@@ -93,7 +93,7 @@ impl Registry {
 /// What an on-demand feature's UDF is built from: an aggregation's checked
 /// outputs, or the spec's `udf` with the runtimes and CEL environment.
 struct OnDemandUdf<'a> {
-    aggregate: Option<crate::aggregate::Outputs>,
+    aggregate: Option<crate::aggregate::AggregateOutputs>,
     runtimes: UdfRuntimes<'a>,
     cel_env: &'a Arc<cel::Env>,
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
-use crate::aggregate::{Outputs, inline_entity};
+use crate::aggregate::{AggregateOutputs, inline_entity};
 use crate::entity::{Column, Entity};
 use crate::error::did_you_mean;
 use crate::feature::{Dependency, Feature};
@@ -17,7 +17,7 @@ use crate::value::FieldType;
 use super::Loader;
 
 /// A feature's output entity, and the checked outputs of an aggregation.
-pub(super) type Output = (Arc<Entity>, Option<Outputs>);
+pub(super) type Output = (Arc<Entity>, Option<AggregateOutputs>);
 
 impl Loader {
     pub(super) fn entities(
@@ -197,7 +197,7 @@ impl Loader {
             }
         };
         if let Some(agg) = &f.aggregate {
-            let outputs = match Outputs::check(&from, &agg.outputs) {
+            let outputs = match AggregateOutputs::check(&from, &agg.outputs) {
                 Ok(o) => o,
                 Err(problems) => {
                     for p in problems {

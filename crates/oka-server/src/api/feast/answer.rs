@@ -13,8 +13,14 @@ use super::{Computed, Out, Plan};
 /// Writes the answer in Feast's shape.
 pub fn write_response(registry: &Registry, computed: &Computed, plan: &Plan, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"results\":[");
-    // Each view's outcomes by row, gathered once for all of its features.
-    let mut gathered: Vec<Option<Gathered>> = Vec::new();
+    let mut views: Vec<Gathered> = plan
+        .outcomes(computed)
+        .into_iter()
+        .map(|outcomes| Gathered {
+            outcomes,
+            times: None,
+        })
+        .collect();
     for (c, column) in plan.columns.iter().enumerate() {
         if c > 0 {
             out.push(b',');
@@ -29,14 +35,9 @@ pub fn write_response(registry: &Registry, computed: &Computed, plan: &Plan, out
             } => {
                 let at = Plan::column_of(registry, computed, *target, feature);
                 let timed = !on_demand;
-                if gathered.len() <= *target {
-                    gathered.resize_with(*target + 1, || None);
+                if let Some(view) = views.get_mut(*target) {
+                    write_feature(view, at, timed, out);
                 }
-                let view = gathered[*target].get_or_insert_with(|| Gathered {
-                    outcomes: plan.outcomes(computed, *target),
-                    times: None,
-                });
-                write_feature(view, at, timed, out);
             }
         }
     }

@@ -168,6 +168,7 @@ fn response(
         ApiError::new(ErrorCode::Internal, "internal error")
     };
     let epoch = prost_types::Timestamp::default();
+    let views = plan.outcomes(computed);
     let mut results = Vec::with_capacity(plan.columns.len());
     for column in &plan.columns {
         let vector = match column {
@@ -188,7 +189,7 @@ fn response(
             } => {
                 let at = Plan::column_of(registry, computed, *target, feature);
                 let mut vector = FeatureVector::default();
-                for outcome in plan.outcomes(computed, *target) {
+                for outcome in views.get(*target).map_or(&[][..], Vec::as_slice) {
                     let row = match outcome {
                         Some(Outcome::Present(rows)) => rows.first(),
                         _ => None,

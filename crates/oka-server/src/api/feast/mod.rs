@@ -77,20 +77,19 @@ pub struct Plan {
 pub type Computed = [(Prepared, Outputs)];
 
 impl Plan {
-    /// A feature column's outcome for each row of the request, gathered from
-    /// the groups' answers.
-    pub(crate) fn outcomes<'o>(
-        &self,
-        computed: &'o Computed,
-        target: usize,
-    ) -> Vec<Option<&'o Outcome>> {
-        let mut out = vec![None; self.rows];
+    /// Each target's (view's) outcome for each row of the request, gathered
+    /// from the groups' answers once for all of the view's features.
+    pub(crate) fn outcomes<'o>(&self, computed: &'o Computed) -> Vec<Vec<Option<&'o Outcome>>> {
+        let targets = self.columns.iter().filter_map(|c| match c {
+            Out::Feature { target, .. } => Some(*target + 1),
+            Out::Entity(..) => None,
+        });
+        let mut out = vec![vec![None; self.rows]; targets.max().unwrap_or(0)];
         for (rows, (prepared, outputs)) in self.groups.iter().zip(computed) {
-            let Some(t) = prepared.targets.get(target) else {
-                continue;
-            };
-            for (row, o) in rows.iter().zip(answers(prepared, outputs, t)) {
-                out[*row] = o;
+            for (t, by_row) in prepared.targets.iter().zip(&mut out) {
+                for (row, o) in rows.iter().zip(answers(prepared, outputs, t)) {
+                    by_row[*row] = o;
+                }
             }
         }
         out
