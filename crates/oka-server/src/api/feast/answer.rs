@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 
 use oka_core::execute::Outcome;
 use oka_core::value::write_json_str;
-use oka_core::{Registry, Row, Timestamp, Value};
+use oka_core::{Row, Timestamp, Value};
 
 use super::{Computed, Out, Plan};
 
 /// Writes the answer in Feast's shape.
-pub fn write_response(registry: &Registry, computed: &Computed, plan: &Plan, out: &mut Vec<u8>) {
+pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) {
     out.extend_from_slice(b"{\"results\":[");
     let mut views: Vec<Gathered> = plan
         .outcomes(computed)
@@ -29,14 +29,13 @@ pub fn write_response(registry: &Registry, computed: &Computed, plan: &Plan, out
             Out::Entity(values, _) => write_entity(values, out),
             Out::Feature {
                 target,
-                feature,
+                column: at,
                 on_demand,
                 ..
             } => {
-                let at = Plan::column_of(registry, computed, *target, feature);
                 let timed = !on_demand;
                 if let Some(view) = views.get_mut(*target) {
-                    write_feature(view, at, timed, out);
+                    write_feature(view, *at, timed, out);
                 }
             }
         }

@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use base64::Engine as _;
 use oka_core::execute::Outcome;
-use oka_core::{ErrorCode, Registry, Value};
+use oka_core::{ErrorCode, Value};
 use oka_feast::layout;
 use oka_feast::proto::grpc_server::grpc_feature_server_server::GrpcFeatureServer;
 use oka_feast::proto::grpc_server::{
@@ -89,7 +89,7 @@ async fn get_online_features(
     let (requests, plan) = super::plan(&feast, registry, &feast_request(request)?)?;
     let mut timing = Timing::default();
     let groups = compute_groups(state, &loaded, requests, call, &mut timing).await?;
-    let answer = response(registry, &groups, &plan)?;
+    let answer = response(&groups, &plan)?;
     let done = Instant::now();
     // The answer's encoding: from the end of the UDFs (the first group's).
     let udfs_done = call.started + timing.parse + timing.storage + timing.udf;
@@ -158,11 +158,7 @@ fn json_of(v: &ProtoValue) -> Json {
 
 /// The answer as Feast's `GetOnlineFeaturesResponse`: the entity columns, then
 /// the features, as the HTTP route answers them.
-fn response(
-    registry: &Registry,
-    computed: &Computed,
-    plan: &Plan,
-) -> Result<GetOnlineFeaturesResponse, ApiError> {
+fn response(computed: &Computed, plan: &Plan) -> Result<GetOnlineFeaturesResponse, ApiError> {
     let encode_failed = |e: layout::LayoutError| {
         tracing::warn!(error = %e.0, "a value could not be written as Feast's");
         ApiError::new(ErrorCode::Internal, "internal error")
@@ -183,11 +179,10 @@ fn response(
             },
             Out::Feature {
                 target,
-                feature,
+                column: at,
                 ty,
                 on_demand,
             } => {
-                let at = Plan::column_of(registry, computed, *target, feature);
                 let mut vector = FeatureVector::default();
                 for outcome in views.get(*target).map_or(&[][..], Vec::as_slice) {
                     let row = match outcome {
@@ -195,7 +190,7 @@ fn response(
                         _ => None,
                     };
                     let value = match (row, at) {
-                        (Some(row), Some(at)) => row.columns.get(at).unwrap_or(&Value::Null),
+                        (Some(row), Some(at)) => row.columns.get(*at).unwrap_or(&Value::Null),
                         _ => &Value::Null,
                     };
                     vector

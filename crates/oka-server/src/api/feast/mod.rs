@@ -49,11 +49,12 @@ pub(crate) enum Out {
     /// An entity column, its values as given (typed by the join key), and the
     /// key's Feast type.
     Entity(Vec<Value>, FeastType),
-    /// A feature of a view: the target's index, the feature's name and type,
-    /// and whether the view is on-demand (its values carry no event time).
+    /// A feature of a view: the target's index, the feature's column in the
+    /// target's records and its type, and whether the view is on-demand (its
+    /// values carry no event time).
     Feature {
         target: usize,
-        feature: String,
+        column: Option<usize>,
         ty: FeastType,
         on_demand: bool,
     },
@@ -93,18 +94,6 @@ impl Plan {
             }
         }
         out
-    }
-
-    /// The column a feature's values are in, in its Oka feature's records.
-    pub(crate) fn column_of(
-        registry: &Registry,
-        computed: &Computed,
-        target: usize,
-        feature: &str,
-    ) -> Option<usize> {
-        let (prepared, _) = computed.first()?;
-        let t = prepared.targets.get(target)?;
-        registry.feature(t.feature).entity.column_index(feature)
     }
 }
 
@@ -156,7 +145,7 @@ pub(crate) fn plan(
         names,
         columns,
         mut typed,
-    } = columns(feast, registry, request, &refs, rows)?;
+    } = columns(feast, registry, request, refs, rows)?;
     // The entity columns first, in the order the request gave them.
     let mut plan = Plan {
         names: Vec::new(),
@@ -197,7 +186,7 @@ fn columns<'r>(
     feast: &'r FeastRegistry,
     registry: &Registry,
     request: &Request,
-    refs: &'r [(String, String, String)],
+    refs: Vec<Ref<'r>>,
     rows: usize,
 ) -> Result<Columns<'r>, ApiError> {
     let mut out = Columns {
@@ -208,10 +197,15 @@ fn columns<'r>(
     };
     // The view of the previous reference and its target: a request's features
     // come mostly view by view, and a view is checked once per run of them.
-    let mut last: Option<(&str, Named<'r>, usize)> = None;
-    for (view_name, feature, shown) in refs {
+    let mut last = None;
+    for Ref {
+        view: view_name,
+        feature,
+        shown,
+    } in refs
+    {
         let has = |view: Named<'_>| {
-            let column = view.features().iter().find(|f| f.name == *feature);
+            let column = view.features().iter().find(|f| f.name == feature);
             column.map(|f| f.ty)
         };
         let no_feature = || {
@@ -220,39 +214,40 @@ fn columns<'r>(
                 format!("feature view `{view_name}` has no feature `{feature}`"),
             )
         };
-        let (view, target) = match last {
-            Some((name, view, target)) if name == view_name => (view, target),
+        let (view, target, id) = match last {
+            Some((name, view, target, id)) if name == view_name => (view, target, id),
             _ => {
                 let view = known_view(feast, registry, view_name)?;
                 has(view).ok_or_else(no_feature)?;
-                if registry.feature_id(view_name).is_none() {
+                let Some(id) = registry.feature_id(view_name) else {
                     return Err(bad(
                         ErrorCode::UnknownFeature,
                         format!("feature view `{view_name}` is not served (it is not online)"),
                     ));
-                }
+                };
                 for key in view.join_keys(feast) {
                     if !out.typed.contains_key(key.name.as_str()) {
                         out.typed
                             .insert(&key.name, (entity_column(request, key, rows)?, key.ty));
                     }
                 }
-                let target = match out.views.iter().position(|v| v == view_name) {
+                let target = match out.views.iter().position(|v| *v == view_name) {
                     Some(i) => i,
                     None => {
                         out.views.push(view_name);
                         out.views.len() - 1
                     }
                 };
-                last = Some((view_name, view, target));
-                (view, target)
+                last = Some((view_name, view, target, id));
+                (view, target, id)
             }
         };
         let ty = has(view).ok_or_else(no_feature)?;
-        out.names.push(shown.clone());
+        let column = registry.feature(id).entity.column_index(feature);
+        out.names.push(shown);
         out.columns.push(Out::Feature {
             target,
-            feature: feature.clone(),
+            column,
             ty,
             on_demand: matches!(view, Named::OnDemand(_)),
         });
@@ -260,12 +255,19 @@ fn columns<'r>(
     Ok(out)
 }
 
-/// The requested features as (view, feature, name in the answer).
-fn feature_refs(
-    feast: &FeastRegistry,
+/// A requested feature: its view, its name in the view and in the answer.
+struct Ref<'r> {
+    view: &'r str,
+    feature: &'r str,
+    shown: String,
+}
+
+/// The requested features, borrowed from the request or the registry.
+fn feature_refs<'r>(
+    feast: &'r FeastRegistry,
     registry: &Registry,
-    request: &Request,
-) -> Result<Vec<(String, String, String)>, ApiError> {
+    request: &'r Request,
+) -> Result<Vec<Ref<'r>>, ApiError> {
     let full = request.full_feature_names;
     let mut refs = Vec::new();
     if let Some(service) = &request.feature_service {
@@ -281,18 +283,22 @@ fn feature_refs(
         for p in &s.projections {
             let shown_view = p.alias.as_deref().unwrap_or(&p.view);
             let view = known_view(feast, registry, &p.view)?;
-            let features: Vec<String> = if p.features.is_empty() {
-                view.features().iter().map(|f| f.name.clone()).collect()
+            let features: Vec<&str> = if p.features.is_empty() {
+                view.features().iter().map(|f| f.name.as_str()).collect()
             } else {
-                p.features.clone()
+                p.features.iter().map(String::as_str).collect()
             };
-            for f in features {
+            for feature in features {
                 let shown = if full {
-                    format!("{shown_view}__{f}")
+                    format!("{shown_view}__{feature}")
                 } else {
-                    f.clone()
+                    feature.to_owned()
                 };
-                refs.push((p.view.clone(), f, shown));
+                refs.push(Ref {
+                    view: &p.view,
+                    feature,
+                    shown,
+                });
             }
         }
     } else {
@@ -309,7 +315,11 @@ fn feature_refs(
             } else {
                 feature.to_owned()
             };
-            refs.push((view.to_owned(), feature.to_owned(), shown));
+            refs.push(Ref {
+                view,
+                feature,
+                shown,
+            });
         }
     }
     if refs.is_empty() {
