@@ -23,7 +23,8 @@
 #   them back alike through both and through Feast's SDK. `feast listen`
 #   (Feast's gRPC server) and Oka's --grpc-listen answer grpc_compare.py's
 #   requests alike through Feast's generated stubs. Then a new view is added, `feast apply` and `materialize` run,
-#   `POST /admin/reload` makes Oka serve it, and compare.py runs again.
+#   `POST /admin/reload` makes Oka serve it, and compare.py runs again; a reload
+#   after feature_store.yaml names another Redis is refused, saying so.
 # - Settings Oka cannot honour (a SQLite online store, serialization version 2)
 #   stop `oka serve` with a message naming the setting, and so do on-demand
 #   views without an overlay (overlay.yaml gives both theirs), unless
@@ -180,6 +181,23 @@ grep -q . "$WORK/compare2.log"
 curl -sf -X POST "http://127.0.0.1:$PORT/v1/features" -H 'content-type: application/json' \
   -d '{"target_features":["driver_extra"],"keys":[{"driver_id":1001}]}' | grep -q '"present"' || {
   echo "feast: the view added after the reload is not served" >&2; exit 1; }
+# A reload may not move the store: feature_store.yaml naming another Redis is
+# refused with a message saying so, and the running spec keeps serving.
+cp "$REPO/feature_store.yaml" "$WORK/feature_store.yaml.kept"
+sed -i "s/127.0.0.1:$RPORT/127.0.0.1:1/" "$REPO/feature_store.yaml"
+sleep 1.1   # reloads are at least --reload-min-interval-ms (1 s) apart
+code=$(curl -s -o "$WORK/reload.json" -w '%{http_code}' -X POST "http://127.0.0.1:$APORT/admin/reload")
+cp "$WORK/feature_store.yaml.kept" "$REPO/feature_store.yaml"
+[[ $code != 2* ]] && grep -q "online store changed" "$WORK/reload.json" || {
+  cat "$WORK/reload.json"; echo "feast: a reload moving the store was not refused (HTTP $code)" >&2; exit 1; }
+grep -q "online store changed (redis://127.0.0.1:$RPORT" "$WORK/oka.log" || {
+  tail -5 "$WORK/oka.log"; echo "feast: the refused reload is not logged with both stores" >&2; exit 1; }
+curl -sf -X POST "http://127.0.0.1:$PORT/v1/features" -H 'content-type: application/json' \
+  -d '{"target_features":["driver_extra"],"keys":[{"driver_id":1001}]}' | grep -q '"present"' || {
+  echo "feast: serving stopped after a refused reload" >&2; exit 1; }
+sleep 1.1
+curl -sf -X POST "http://127.0.0.1:$APORT/admin/reload" >/dev/null || {
+  tail -5 "$WORK/oka.log"; echo "feast: reload with the store restored failed" >&2; exit 1; }
 
 # Settings Oka cannot honour stop start-up, naming the setting.
 refused() { # SETTING SED-EXPRESSION

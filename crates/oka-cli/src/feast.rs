@@ -110,19 +110,133 @@ pub fn report_unserved(registry: &FeastRegistry) {
     }
 }
 
+/// The online store a Feast repository's server started with: the `--store`
+/// given (if any) and feature_store.yaml's `key_ttl_seconds`. A reload may
+/// change the registry, not these.
+#[derive(Debug, Clone)]
+pub struct StartedStore {
+    /// `--store`, as given (it overrides feature_store.yaml's connection).
+    pub given: Option<String>,
+    /// The store URL served from.
+    pub url: String,
+    /// feature_store.yaml's `key_ttl_seconds` at start.
+    pub key_ttl_seconds: Option<u64>,
+}
+
+impl StartedStore {
+    /// Whether a reloaded feature_store.yaml still names the store served from:
+    /// an error (message, public message) saying what changed otherwise. Oka
+    /// does not re-point a running store: the reload is refused and the old
+    /// spec keeps serving.
+    pub fn check(&self, config: &FeastConfig) -> Result<(), (String, String)> {
+        let restart = "the reload is refused and the running spec keeps serving; restart oka serve to use the new settings";
+        let url = store_url(config, self.given.as_deref()).map_err(|e| {
+            (
+                format!("feature_store.yaml: {e}; {restart}"),
+                restart.to_owned(),
+            )
+        })?;
+        if url != self.url {
+            return Err((
+                format!(
+                    "feature_store.yaml's online store changed ({} → {}): Oka keeps the store it started with, so {restart}",
+                    crate::stores::redact(&self.url),
+                    crate::stores::redact(&url)
+                ),
+                format!("feature_store.yaml's online store changed: {restart}"),
+            ));
+        }
+        if config.redis.key_ttl_seconds != self.key_ttl_seconds {
+            let ttl = |t: Option<u64>| t.map_or_else(|| "none".to_owned(), |t| format!("{t} s"));
+            let message = format!(
+                "feature_store.yaml's online_store.key_ttl_seconds changed ({} → {}): {restart}",
+                ttl(self.key_ttl_seconds),
+                ttl(config.redis.key_ttl_seconds)
+            );
+            return Err((message.clone(), message));
+        }
+        Ok(())
+    }
+}
+
 /// For a Feast repository: points the store at its Redis in Feast's layout,
 /// reports what is not served, and shares its registry with the store.
 pub fn prepare(
     store: &mut crate::stores::StoreArgs,
     loaded: Option<FeastRepo>,
-) -> Result<Option<crate::stores::FeastLayout>> {
+) -> Result<Option<(crate::stores::FeastLayout, StartedStore)>> {
     let Some((config, registry)) = loaded else {
         return Ok(None);
     };
-    store.store = Some(store_url(&config, store.store.as_deref())?);
+    let given = store.store.clone();
+    let url = store_url(&config, given.as_deref())?;
+    store.store = Some(url.clone());
     report_unserved(&registry);
-    Ok(Some(crate::stores::FeastLayout {
+    let started = StartedStore {
+        given,
+        url,
+        key_ttl_seconds: config.redis.key_ttl_seconds,
+    };
+    let layout = crate::stores::FeastLayout {
         registry: oka_feast::shared(registry),
         key_ttl_seconds: config.redis.key_ttl_seconds,
-    }))
+    };
+    Ok(Some((layout, started)))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str, ttl: Option<u64>) -> FeastConfig {
+        FeastConfig {
+            project: "p".to_owned(),
+            registry: PathBuf::from("data/registry.db"),
+            redis: oka_feast::config::RedisConfig {
+                url: url.to_owned(),
+                key_ttl_seconds: ttl,
+            },
+        }
+    }
+
+    #[test]
+    fn a_reload_may_not_change_the_store() {
+        let started = StartedStore {
+            given: None,
+            url: "redis://127.0.0.1:6379".to_owned(),
+            key_ttl_seconds: Some(60),
+        };
+        assert!(
+            started
+                .check(&config("redis://127.0.0.1:6379", Some(60)))
+                .is_ok()
+        );
+        let (message, public) = started
+            .check(&config("redis://:secret@127.0.0.1:6380", Some(60)))
+            .unwrap_err();
+        assert!(
+            message.contains("online store changed (redis://127.0.0.1:6379 → redis://"),
+            "{message}"
+        );
+        assert!(
+            message.contains("restart oka serve") && !message.contains("secret"),
+            "{message}"
+        );
+        assert!(!public.contains("6380"), "{public}");
+        let (message, _) = started
+            .check(&config("redis://127.0.0.1:6379", None))
+            .unwrap_err();
+        assert!(
+            message.contains("key_ttl_seconds changed (60 s → none)"),
+            "{message}"
+        );
+        // With --store given, feature_store.yaml's connection is not the one served.
+        let given = StartedStore {
+            given: Some("redis://127.0.0.1:7000".to_owned()),
+            url: "redis://127.0.0.1:7000".to_owned(),
+            key_ttl_seconds: None,
+        };
+        assert!(given.check(&config("redis://127.0.0.1:6380", None)).is_ok());
+    }
 }

@@ -374,7 +374,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
             .map_err(|e| anyhow::anyhow!(e.message))?;
     let (registry, keys, runtimes) = (load.registry, load.keys, load.runtimes);
     let mut args = args;
-    let feast = feast::prepare(&mut args.store, feast)?;
+    let (feast, feast_store) = feast::prepare(&mut args.store, feast)?.unzip();
     let tls = args.tls.load().map_err(|e| anyhow::anyhow!(e.message))?;
     let tracer = args.trace.start("oka")?;
     warn_about_open_ports(args.listen, args.admin_listen, &keys);
@@ -402,7 +402,11 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         }
         let limits = limits(&args);
         let sources_registry = without_runtimes(&registry, &natives);
-        let reloader = load::reloader(args.sources(), natives, Arc::clone(&store), feast_registry.clone());
+        let sources = load::Sources {
+            feast_store,
+            ..args.sources()
+        };
+        let reloader = load::reloader(sources, natives, Arc::clone(&store), feast_registry.clone());
         let shared = Shared::builder(registry, store)
             .runtimes(runtimes)
             .feast(feast_registry)

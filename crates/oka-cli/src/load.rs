@@ -198,10 +198,13 @@ pub(crate) struct Sources {
     pub volga_module: Option<std::path::PathBuf>,
     pub store_url: String,
     pub python: oka_python::Config,
+    /// A Feast repository's store as started (a reload may not change it).
+    pub feast_store: Option<crate::feast::StartedStore>,
 }
 
 /// What `oka serve` reloads on SIGHUP and `POST /admin/reload`: the spec, the
-/// keys and the Python pool, checked against the store as at start.
+/// keys and the Python pool, checked against the store as at start (for a Feast
+/// repository, feature_store.yaml must still name that store).
 pub(crate) fn reloader(
     sources: Sources,
     natives: NativeUdfs,
@@ -220,6 +223,11 @@ pub(crate) fn reloader(
             spec_and_keys(from, s.keys_file.as_deref(), &natives, s.python.clone())?;
         crate::stores::check_fit(&*store, &load.registry, &s.store_url)
             .map_err(|(message, public)| ReloadFailure { message, public })?;
+        if let (Some(started), Some((config, _))) = (&s.feast_store, &loaded) {
+            started
+                .check(config)
+                .map_err(|(message, public)| ReloadFailure { message, public })?;
+        }
         if let (Some(shared), Some((_, feast_registry))) = (&feast, loaded) {
             shared.store(Arc::new(feast_registry));
         }

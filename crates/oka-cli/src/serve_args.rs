@@ -388,6 +388,7 @@ impl ServeArgs {
             volga_module: self.volga_module.clone(),
             store_url: self.store.url().to_owned(),
             python: self.python_config(),
+            feast_store: None,
         }
     }
 
