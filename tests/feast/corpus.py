@@ -29,6 +29,7 @@ VIEWS = {
     "driver_lists": ["ratings32", "trips64", "scores32", "scores64", "tags", "blobs", "flags", "logins"],
     "customer_profile": ["tier", "lifetime_value"],
     "driver_customer_trips": ["trips_together", "last_rating"],
+    "driver_stream": ["speed", "zone"],
 }
 DRIVERS = [[1001], [1002, 1003], [1001, 4242, 1002], ["1001", 1003.0], [4242]]
 CUSTOMERS = [["c-1"], ["c-2", "nobody"], ["c-1", "c-2"]]

@@ -71,6 +71,14 @@ def main() -> None:
         "event_timestamp": pa.array(ts(3), tsf),
         "created": pa.array(ts(3), tsf),
     }))
+    # The stream feature view's batch source (what materialize writes).
+    write(repo, "driver_stream", pa.table({
+        "driver_id": pa.array([1001, 1003], pa.int64()),
+        "speed": pa.array([42.5, None], pa.float64()),
+        "zone": pa.array(["north", "ünïcode"], pa.string()),
+        "event_timestamp": pa.array(ts(2), tsf),
+        "created": pa.array(ts(2), tsf),
+    }))
 
 
 if __name__ == "__main__":

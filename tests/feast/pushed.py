@@ -7,7 +7,7 @@
 The same rows go to each server under different entity keys (Oka: driver 7001,
 customer c-71; Feast: 7002, c-72): every view's every type (a Float32 given as
 0.1, int64 beyond 2**53, lists, a unix timestamp in seconds, nulls), a push
-source and a view written directly. Both servers answer alike (200: an empty
+source (one feeding a stream feature view) and a view written directly. Both servers answer alike (200: an empty
 body for /push, `null` for /write-to-online-store), and what each wrote reads
 back the same through Feast's SDK on the Redis store and through both servers'
 /get-online-features. Feast's SDK as a remote-store client of each writes
@@ -46,6 +46,7 @@ FEATURES = {
     "driver_lists": list(LISTS),
     "customer_profile": ["tier", "lifetime_value"],
     "driver_customer_trips": ["trips_together", "last_rating"],
+    "driver_stream": ["speed", "zone"],
 }
 
 
@@ -77,6 +78,8 @@ def writes(driver: int, customer: str) -> list:
         ("/push", {"push_source_name": "trip_push", "to": "online", "df": {
             "driver_id": [driver], "customer_id": [customer], "trips_together": [3],
             "last_rating": [0.1], **t}}),
+        ("/push", {"push_source_name": "driver_stream_push", "to": "online", "df": {
+            "driver_id": [driver], "speed": [88.25], "zone": ["south"], **t}}),
     ]
 
 
@@ -105,7 +108,8 @@ def main() -> int:
 
     for (route, oka_body), (_, feast_body) in zip(writes(7001, "c-71"), writes(7002, "c-72")):
         a, b = post(oka_url, route, oka_body), post(feast_url, route, feast_body)
-        check(a == b, f"{route} {oka_body.get('feature_view_name', 'trip_push')}: Oka {a}, Feast {b}")
+        name = oka_body.get("feature_view_name") or oka_body["push_source_name"]
+        check(a == b, f"{route} {name}: Oka {a}, Feast {b}")
 
     fs = FeatureStore(repo_path=repo)
     pairs = {
@@ -117,6 +121,7 @@ def main() -> int:
         "driver_customer_trips": (
             [{"driver_id": 7001, "customer_id": "c-71"}, {"driver_id": 7002, "customer_id": "c-72"}],
             {"driver_id": [7001, 7002], "customer_id": ["c-71", "c-72"]}),
+        "driver_stream": ([{"driver_id": 7001}, {"driver_id": 7002}], {"driver_id": [7001, 7002]}),
     }
     for view, (rows, entities) in pairs.items():
         sdk = sdk_values(fs, view, rows)

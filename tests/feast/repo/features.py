@@ -1,7 +1,7 @@
 """The test feature repository: three entities (an int64 key, a string key, and a
 view keyed by both), five feature views covering every value type Feast's Redis
 store writes, a ttl, a feature service with an alias projection, two on-demand
-views and a push source. Data: tests/feast/make_data.py."""
+views, a push source and a stream feature view fed by another. Data: tests/feast/make_data.py."""
 
 from datetime import timedelta
 
@@ -18,6 +18,7 @@ from feast import (
     ValueType,
 )
 from feast.on_demand_feature_view import on_demand_feature_view
+from feast.stream_feature_view import StreamFeatureView
 from feast.types import (
     Array,
     Bool,
@@ -114,6 +115,21 @@ driver_customer_trips = FeatureView(
     ],
     online=True,
     source=trip_push,
+)
+
+# A stream feature view fed by a push source: served from the same hashes as a
+# batch view.
+driver_stream = StreamFeatureView(
+    name="driver_stream",
+    entities=[driver],
+    ttl=timedelta(days=3650),
+    schema=[
+        Field(name="speed", dtype=Float64),
+        Field(name="zone", dtype=String),
+    ],
+    online=True,
+    source=PushSource(name="driver_stream_push", batch_source=source("driver_stream")),
+    timestamp_field="event_timestamp",
 )
 
 trip_request = RequestSource(
