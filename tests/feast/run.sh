@@ -25,6 +25,8 @@
 #   requests alike through Feast's generated stubs. Then a new view is added, `feast apply` and `materialize` run,
 #   `POST /admin/reload` makes Oka serve it, and compare.py runs again; a reload
 #   after feature_store.yaml names another Redis is refused, saying so.
+# - cluster.sh: the repository on a three-primary Redis Cluster, Feast's and
+#   Oka's answers and writes compared again.
 # - Settings Oka cannot honour (a SQLite online store, serialization version 2)
 #   stop `oka serve` with a message naming the setting, and so do on-demand
 #   views without an overlay (overlay.yaml gives both theirs), unless
@@ -236,4 +238,6 @@ curl -sf -X POST "http://127.0.0.1:$SPORT/get-online-features" \
   -d '{"features":["driver_stats:acc_rate"],"entities":{"driver_id":[1001]}}' | grep -q '"acc_rate"' || {
   echo "feast: --feast-skip-unmapped did not serve the mapped views" >&2; exit 1; }
 refused entity_key_serialization_version 's/entity_key_serialization_version: 3/entity_key_serialization_version: 2/'
+# The same repository on a Redis Cluster (redis_type: redis_cluster).
+bash "$HERE/cluster.sh" "$BIN"
 echo "feast: ok"
