@@ -126,6 +126,11 @@ curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "feast: Oka's /hea
 code=$(curl -s -o "$WORK/bad.json" -w '%{http_code}' -X POST "http://127.0.0.1:$PORT/get-online-features" -d '{"entities": [')
 [[ $code == 400 ]] && grep -q '"malformed_request"' "$WORK/bad.json" || {
   cat "$WORK/bad.json"; echo "feast: a malformed body got $code" >&2; exit 1; }
+# The stream feature view's materialized rows are served (the corpus compares
+# them with feast serve's; this makes sure they are there to compare).
+curl -sf -X POST "http://127.0.0.1:$PORT/get-online-features" \
+  -d '{"features":["driver_stream:zone","driver_stream:speed"],"entities":{"driver_id":[1001]}}' |
+  grep -q '"values":\["north"\]' || { echo "feast: the stream feature view's rows are not served" >&2; exit 1; }
 timeout 600 "$VENV/bin/python" "$HERE/corpus.py" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"
 timeout 300 "$VENV/bin/python" "$HERE/remote.py" "$REPO" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$PORT"
 # Feast's gRPC feature server (`feast listen`) against Oka's gRPC services,
