@@ -290,38 +290,11 @@ impl FeastRegistry {
             }
             out.add_view(spec)?;
         }
-        // A stream feature view's rows are written (by a push, or Feast's stream
-        // processor after its transformation and aggregations) into the same
-        // hashes as a batch view's: served as one. Its `features` list its join
-        // keys too (a batch view's do not): those are its entity columns.
         for s in &registry.stream_feature_views {
             let Some(spec) = &s.spec else { continue };
-            if spec.project != project {
-                continue;
+            if spec.project == project {
+                out.add_stream_view(spec)?;
             }
-            let keys: Vec<&str> = (spec.entity_columns.iter().map(|c| c.name.as_str()))
-                .chain(
-                    spec.entities
-                        .iter()
-                        .filter_map(|e| out.entities.get(e).map(|e| e.join_key.name.as_str())),
-                )
-                .collect();
-            let features = spec
-                .features
-                .iter()
-                .filter(|f| !keys.contains(&f.name.as_str()));
-            out.add_view(&pc::FeatureViewSpec {
-                name: spec.name.clone(),
-                project: spec.project.clone(),
-                entities: spec.entities.clone(),
-                features: features.cloned().collect(),
-                entity_columns: spec.entity_columns.clone(),
-                ttl: spec.ttl,
-                batch_source: spec.batch_source.clone(),
-                stream_source: spec.stream_source.clone(),
-                online: spec.online,
-                ..pc::FeatureViewSpec::default()
-            })?;
         }
         for o in &registry.on_demand_feature_views {
             let Some(spec) = &o.spec else { continue };
@@ -348,6 +321,37 @@ impl FeastRegistry {
             }
         }
         Ok(out)
+    }
+
+    /// A stream feature view's rows are written (by a push, or Feast's stream
+    /// processor after its transformation and aggregations) into the same
+    /// hashes as a batch view's: served as one. Its `features` list its join
+    /// keys too (a batch view's do not): those are its entity columns.
+    fn add_stream_view(&mut self, spec: &pc::StreamFeatureViewSpec) -> Result<(), RepoError> {
+        let keys: Vec<&str> = (spec.entity_columns.iter().map(|c| c.name.as_str()))
+            .chain(
+                spec.entities
+                    .iter()
+                    .filter_map(|e| self.entities.get(e).map(|e| e.join_key.name.as_str())),
+            )
+            .collect();
+        let features = spec
+            .features
+            .iter()
+            .filter(|f| !keys.contains(&f.name.as_str()));
+        let view = pc::FeatureViewSpec {
+            name: spec.name.clone(),
+            project: spec.project.clone(),
+            entities: spec.entities.clone(),
+            features: features.cloned().collect(),
+            entity_columns: spec.entity_columns.clone(),
+            ttl: spec.ttl,
+            batch_source: spec.batch_source.clone(),
+            stream_source: spec.stream_source.clone(),
+            online: spec.online,
+            ..pc::FeatureViewSpec::default()
+        };
+        self.add_view(&view)
     }
 
     fn add_view(&mut self, spec: &pc::FeatureViewSpec) -> Result<(), RepoError> {
