@@ -63,8 +63,13 @@ pub fn load(repo: &Path) -> Result<FeastRepo> {
 pub fn store_url(config: &FeastConfig, given: Option<&str>) -> Result<String> {
     let url = given.unwrap_or(&config.redis.url);
     if !url.starts_with("redis") {
+        let from = if given.is_some() {
+            "--store"
+        } else {
+            "feature_store.yaml's online store"
+        };
         return Err(anyhow!(
-            "--store {}: a Feast repository's online store is Redis; give a redis:// URL, or leave --store out to use feature_store.yaml's",
+            "{from} {}: a Feast repository's online store is Redis; give a redis:// URL, or leave --store out to use feature_store.yaml's",
             crate::stores::redact(url)
         ));
     }
@@ -130,12 +135,8 @@ impl StartedStore {
     /// spec keeps serving.
     pub fn check(&self, config: &FeastConfig) -> Result<(), (String, String)> {
         let restart = "the reload is refused and the running spec keeps serving; restart oka serve to use the new settings";
-        let url = store_url(config, self.given.as_deref()).map_err(|e| {
-            (
-                format!("feature_store.yaml: {e}; {restart}"),
-                restart.to_owned(),
-            )
-        })?;
+        let url = store_url(config, self.given.as_deref())
+            .map_err(|e| (format!("{e}; {restart}"), restart.to_owned()))?;
         if url != self.url {
             return Err((
                 format!(
@@ -231,6 +232,16 @@ mod tests {
             message.contains("key_ttl_seconds changed (60 s → none)"),
             "{message}"
         );
+        // A store Oka cannot read at all is refused the same way.
+        let (message, public) = started
+            .check(&config("memcached://127.0.0.1:11211", Some(60)))
+            .unwrap_err();
+        assert!(
+            message.starts_with("feature_store.yaml's online store memcached://")
+                && message.contains("redis://"),
+            "{message}"
+        );
+        assert!(public.contains("restart oka serve"), "{public}");
         // With --store given, feature_store.yaml's connection is not the one served.
         let given = StartedStore {
             given: Some("redis://127.0.0.1:7000".to_owned()),

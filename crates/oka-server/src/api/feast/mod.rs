@@ -153,6 +153,12 @@ pub(crate) fn plan(
         rows,
         groups: Vec::new(),
     };
+    plan.groups = row_groups(feast, &views, request, rows);
+    let oka = plan
+        .groups
+        .iter()
+        .map(|g| oka_request(feast, &views, &typed, request, g))
+        .collect();
     for name in request.entities.keys() {
         if let Some((values, ty)) = typed.shift_remove(name.as_str()) {
             plan.names.push(name.clone());
@@ -161,14 +167,12 @@ pub(crate) fn plan(
     }
     plan.names.extend(names);
     plan.columns.extend(columns);
-    plan.groups = row_groups(feast, &views, request, rows);
-    let oka = plan
-        .groups
-        .iter()
-        .map(|g| oka_request(feast, &views, request, g))
-        .collect::<Result<_, _>>()?;
     Ok((oka, plan))
 }
+
+/// The join keys' columns of a request, each value typed as its key is
+/// ([`entity_column`]), with the keys' types.
+type Typed<'r> = indexmap::IndexMap<&'r str, (Vec<Value>, FeastType)>;
 
 /// What the features of a request read and answer.
 struct Columns<'r> {
@@ -179,7 +183,7 @@ struct Columns<'r> {
     /// The features' columns.
     columns: Vec<Out>,
     /// The join keys' columns, typed, with the keys' types.
-    typed: indexmap::IndexMap<&'r str, (Vec<Value>, FeastType)>,
+    typed: Typed<'r>,
 }
 
 fn columns<'r>(
@@ -483,34 +487,33 @@ fn row_groups(
 }
 
 /// Oka's request for the rows of one group, built in place (no JSON in between):
-/// one target per view, its key list from the entity rows, the on-demand views'
-/// arguments from the group's request data.
+/// one target per view, its key list from the typed entity columns (each key
+/// string shared, not copied), the on-demand views' arguments from the group's
+/// request data.
 fn oka_request(
     feast: &FeastRegistry,
     views: &[&str],
+    typed: &Typed<'_>,
     request: &Request,
     rows: &[usize],
-) -> Result<FeatureRequest, ApiError> {
+) -> FeatureRequest {
     let mut keys = indexmap::IndexMap::with_capacity(views.len());
     let mut args = Vec::new();
     for view in views {
         let join_keys = target_keys(feast, view);
-        let columns: Vec<Option<&Vec<Json>>> = join_keys
+        let columns: Vec<Option<&Vec<Value>>> = join_keys
             .iter()
-            .map(|k| request.entities.get(&k.name))
+            .map(|k| typed.get(k.name.as_str()).map(|(values, _)| values))
             .collect();
         let mut list = KeyList::new();
         for &i in rows {
             list.push(join_keys.iter().zip(&columns).map(|(k, column)| {
-                let v = column.and_then(|c| c.get(i));
-                let value = match (v, k.ty) {
-                    (Some(v), FeastType::Int64 | FeastType::Int32) => match int_key(v) {
-                        Some(Value::Int(n)) => KeyValue::Int(n),
-                        _ => KeyValue::Other(Json::Null),
-                    },
-                    (Some(Json::String(s)), _) => KeyValue::String(s.as_str().into()),
-                    (Some(other), _) => KeyValue::from(other.clone()),
-                    (None, _) => KeyValue::Other(Json::Null),
+                // Every join key's column was typed (or the request refused)
+                // before this: only ints and strings are here.
+                let value = match column.and_then(|c| c.get(i)) {
+                    Some(Value::Int(n)) => KeyValue::Int(*n),
+                    Some(Value::String(s)) => KeyValue::String(s.clone()),
+                    _ => KeyValue::Other(Json::Null),
                 };
                 (k.name.as_str(), value)
             }));
@@ -528,14 +531,14 @@ fn oka_request(
             args.push(((*view).to_owned(), Some(given)));
         }
     }
-    Ok(FeatureRequest {
+    FeatureRequest {
         target_features: views.iter().map(|v| (*v).to_owned()).collect(),
         keys: None,
         feature_keys: Some(keys),
         query_args: None,
         udf_args: Some(args.into_iter().collect()),
         deadline_ms: None,
-    })
+    }
 }
 
 #[cfg(test)]
