@@ -67,7 +67,7 @@ keys=0
 for port in "$N1" "$N2" "$N3"; do keys=$((keys + $(redis-cli -p "$port" dbsize))); done
 [[ $keys -gt 0 ]] || { echo "feast-cluster: Feast wrote nothing to the cluster" >&2; exit 1; }
 
-"$BIN" serve --feast-repo "$REPO" --spec "$HERE/overlay.yaml" --workers 1 \
+"$BIN" serve --feast-repo "$REPO" --spec "$HERE/overlay.yaml" --python "$VENV/bin/python" --workers 1 \
   --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$APORT" >"$WORK/oka.log" 2>&1 &
 pids+=($!)
 (cd "$REPO" && exec timeout 600 "$FEAST" serve -h 127.0.0.1 -p "$FPORT" --workers 1) >"$WORK/feast-serve.log" 2>&1 &

@@ -128,6 +128,21 @@ def on_demand():
            "entities": pairs}
     yield {"features": ["dispatch_priority:priority", fare],
            "entities": {**pairs, "distance_km": [1.0, 2.0, 3.0], "surge": [1.0, 1.0, 1.0]}}
+    # Run by Feast's SDK in Oka's Python workers: numpy, a Float32 output, a
+    # None input handled by the view (1003's avg_daily_trips).
+    math_ = ["driver_math:acc_sqrt", "driver_math:trips_sign", "driver_math:rating_third"]
+    for drivers in ([1001], [1002, 1003], [1003, 1001, 1002]):
+        yield {"features": math_, "entities": {"driver_id": drivers}}
+        yield {"features": [math_[2], "driver_stats:rating"], "entities": {"driver_id": drivers}}
+    yield {"features": [math_[0], fare, "checked_fare:checked_fare"],
+           "entities": {"driver_id": [1001, 1002], "distance_km": [4.0, 0.0], "surge": [1.0, 1.0]}}
+    # singleton, two source views, request data, bytes input, string formatting
+    # (one row a request: see differences()).
+    label = ["trip_label:label", "trip_label:log_rating", "trip_label:avatar_len"]
+    for driver, distance, surge in ((1001, 10.0, 1.5), (1002, 2.345, 1.0), (1002, 0.5, 3.25)):
+        ents = {"driver_id": [driver], "distance_km": [distance], "surge": [surge]}
+        yield {"features": label, "entities": ents}
+        yield {"features": [label[0], "driver_profile:name", math_[1]], "entities": ents}
 
 
 REFUSED = [
@@ -160,7 +175,29 @@ def differences(feast: str, oka: str) -> int:
     (fs, fa), (os_, oa) = post(feast, body), post(oka, body)
     assert fs == 200 and "fare_estimate__expected_fare" not in fa["metadata"]["feature_names"], fa
     assert os_ == 200 and by_name(oa)["fare_estimate__expected_fare"]["values"] == [28.5], oa
-    return 2
+    # A view that raises: feast serve answers 500 with the exception's text;
+    # Oka 500 `udf_failed`, naming the feature, the row and the exception.
+    body = {"features": ["checked_fare:checked_fare"],
+            "entities": {"driver_id": [1001, 1002], "distance_km": [1.0, -2.5], "surge": [1.0, 1.0]}}
+    (fs, fa), (os_, oa) = post(feast, body), post(oka, body)
+    assert fs == 500 and "must not be negative" in str(fa), (fs, fa)
+    oa = json.loads(oa) if os_ == 500 else {"error": {"code": os_, "message": oa}}
+    message = oa["error"]["message"]
+    assert oa["error"]["code"] == "udf_failed" and "`checked_fare`" in message \
+        and "entity row 2" in message and "ValueError: distance_km must not be negative" in message, (os_, oa)
+    # singleton=True over several rows: feast serve 0.67 answers the first
+    # row's value alone (Feast's SDK calls the view with the first row); Oka
+    # one per row, each as a one-row request answers it.
+    rows = {"driver_id": [1001, 1002], "distance_km": [10.0, 10.0], "surge": [1.5, 1.5]}
+    body = {"features": ["trip_label:label"], "entities": rows}
+    (fs, fa), (os_, oa) = post(feast, body), post(oka, body)
+    assert fs == 200 and len(by_name(fa)["label"]["values"]) == 1, fa
+    labels = by_name(oa)["label"]["values"] if os_ == 200 else None
+    alone = [by_name(post(feast, {"features": ["trip_label:label"],
+                                  "entities": {k: [v[i]] for k, v in rows.items()}})[1])["label"]["values"][0]
+             for i in range(2)]
+    assert labels == alone, (labels, alone)
+    return 4
 
 
 def main() -> int:

@@ -5,19 +5,20 @@
 #
 # - A Redis on a free loopback port; the test feature repository (repo/: three
 #   entities, one view keyed by two, five feature views covering every value type
-#   Feast's Redis store writes, a ttl, a feature service with an alias, two
+#   Feast's Redis store writes, a ttl, a feature service with an alias, five
 #   on-demand views, a push source) copied into target/feast/repo with that
 #   Redis's address; its data written by make_data.py; `feast apply`, then
 #   `feast materialize` (Feast's own SDK writes the Redis data Oka reads).
 # - `oka feast spec` (valid for `oka validate`) and `oka feast scaffold` (an
-#   overlay naming both on-demand views).
-# - `oka serve --feast-repo`: compare.py reads every feature of every view for
+#   overlay naming the on-demand views).
+# - `oka serve --feast-repo --python VENV/bin/python` (the on-demand views run
+#   by Feast's SDK in Oka's Python workers, no overlay): compare.py reads every feature of every view for
 #   present and missing entities through Feast's SDK and through Oka, equal value
 #   for value. Records written through Oka (`POST /v1/ingest`) read back through
 #   Feast's SDK (written.py), an older record than the stored one skipped as
-#   Feast skips it. `feast serve` on the same Redis: corpus.py sends 255
+#   Feast skips it. `feast serve` on the same Redis: corpus.py sends 316
 #   requests to it and to Oka's /get-online-features (answers equal as parsed
-#   JSON, two intended differences normalised), and remote.py reads through
+#   JSON, the intended differences asserted), and remote.py reads through
 #   Feast's SDK as a remote-store client of each (equal); pushed.py writes the
 #   same rows through both servers' /push and /write-to-online-store and reads
 #   them back alike through both and through Feast's SDK. `feast listen`
@@ -26,11 +27,12 @@
 #   `POST /admin/reload` makes Oka serve it, and compare.py runs again; a reload
 #   after feature_store.yaml names another Redis is refused, saying so.
 # - cluster.sh: the repository on a three-primary Redis Cluster, Feast's and
-#   Oka's answers and writes compared again.
+#   Oka's answers and writes compared again (two views through overlay.yaml's CEL).
 # - Settings Oka cannot honour (a SQLite online store, serialization version 2)
-#   stop `oka serve` with a message naming the setting, and so do on-demand
-#   views without an overlay (overlay.yaml gives both theirs), unless
-#   --feast-skip-unmapped, which serves the rest.
+#   stop `oka serve` with a message naming the setting; so does an interpreter
+#   without Feast's SDK (naming every on-demand view), and an on-demand view the
+#   workers cannot run (agg_view.py's aggregations), unless --feast-skip-unmapped,
+#   which serves the rest.
 # The venv is target/feast/venv (created once; pip runs again only when
 # requirements.txt changes; about 60 s the first time). Everything started is
 # stopped by PID on exit.
@@ -97,7 +99,9 @@ for view in fare_estimate dispatch_priority; do
   grep -q "^  $view:" "$WORK/overlay.yaml" || { cat "$WORK/overlay.yaml"; echo "feast: scaffold lacks $view" >&2; exit 1; }
 done
 
-"$BIN" serve --feast-repo "$REPO" --spec "$HERE/overlay.yaml" --workers 2 --grpc-listen "127.0.0.1:$GPORT" \
+# The repository as it is: its on-demand views run by Feast's SDK in Oka's
+# Python workers (the venv's interpreter), no overlay.
+"$BIN" serve --feast-repo "$REPO" --python "$VENV/bin/python" --workers 2 --grpc-listen "127.0.0.1:$GPORT" \
   --header-read-timeout-ms 2000 \
   --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$APORT" >"$WORK/oka.log" 2>&1 &
 pids+=($!)
@@ -152,7 +156,7 @@ for x in s: x.close()')
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
   -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
   -keyout "$WORK/tls.key" -out "$WORK/tls.pem" >/dev/null 2>&1
-"$BIN" serve --feast-repo "$REPO" --spec "$HERE/overlay.yaml" --workers 1 --grpc-listen "127.0.0.1:$TGPORT" \
+"$BIN" serve --feast-repo "$REPO" --spec "$HERE/overlay.yaml" --python "$VENV/bin/python" --workers 1 --grpc-listen "127.0.0.1:$TGPORT" \
   --tls-cert "$WORK/tls.pem" --tls-key "$WORK/tls.key" --shutdown-delay-s 0 \
   --listen "127.0.0.1:$TPORT" --admin-listen "127.0.0.1:$TAPORT" >"$WORK/oka-tls.log" 2>&1 &
 pids+=($!)
@@ -217,12 +221,30 @@ refused() { # SETTING SED-EXPRESSION
   grep -q "\`$1\`" <<<"$out" || { echo "$out"; echo "feast: the refusal does not name \`$1\`" >&2; exit 1; }
 }
 refused online_store.type 's/type: redis/type: sqlite/'
-# On-demand views without an overlay stop start-up, each named with its inputs
-# and outputs; --feast-skip-unmapped serves the rest and refuses those by name.
-if out=$("$BIN" serve --feast-repo "$REPO" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 2>&1); then
-  echo "feast: oka served on-demand views without an overlay" >&2; exit 1
+# Without Feast's SDK in the interpreter (python3 here has none), start-up
+# stops naming each on-demand view and what to give --python.
+if ! python3 -c 'import feast' 2>/dev/null; then
+  if out=$("$BIN" serve --feast-repo "$REPO" --python python3 --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 2>&1); then
+    echo "feast: oka served on-demand views with no Feast SDK to run them" >&2; exit 1
+  fi
+  for want in fare_estimate dispatch_priority trip_label driver_math checked_fare; do
+    grep -qF -- "on-demand view \`$want\`: Feast's SDK is not importable" <<<"$out" || {
+      echo "$out"; echo "feast: the refusal does not name $want" >&2; exit 1; }
+  done
+  grep -qF -- "give --python the interpreter of the virtual environment where feast is installed" <<<"$out" || {
+    echo "$out"; echo "feast: the refusal does not say what to do" >&2; exit 1; }
 fi
-for want in "\`fare_estimate\` reads driver_stats" "request data distance_km: float" "\`dispatch_priority\`" "--feast-skip-unmapped"; do
+# A view Oka's workers cannot run (it aggregates, agg_view.py, in a copy of the
+# repository) stops start-up, named with why, its inputs and outputs;
+# --feast-skip-unmapped serves the rest and refuses it by name.
+AGG=$WORK/agg-repo
+rm -rf "$AGG" && cp -r "$REPO" "$AGG" && cp "$HERE/agg_view.py" "$AGG/"
+(cd "$AGG" && timeout 300 "$FEAST" apply >"$WORK/agg-apply.log" 2>&1) || {
+  cat "$WORK/agg-apply.log"; echo "feast: apply of the aggregating view failed" >&2; exit 1; }
+if out=$("$BIN" serve --feast-repo "$AGG" --python "$VENV/bin/python" --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 2>&1); then
+  echo "feast: oka served an on-demand view it cannot run" >&2; exit 1
+fi
+for want in "\`driver_totals\` (it declares aggregations" "reads driver_stats" "--feast-skip-unmapped"; do
   grep -qF -- "$want" <<<"$out" || { echo "$out"; echo "feast: the refusal lacks: $want" >&2; exit 1; }
 done
 read -r SPORT SAPORT < <(python3 -c '
@@ -231,17 +253,17 @@ s = [socket.socket() for _ in range(2)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])
 for x in s: x.close()')
-"$BIN" serve --feast-repo "$REPO" --feast-skip-unmapped --workers 1 \
+"$BIN" serve --feast-repo "$AGG" --python "$VENV/bin/python" --feast-skip-unmapped --workers 1 \
   --listen "127.0.0.1:$SPORT" --admin-listen "127.0.0.1:$SAPORT" >"$WORK/oka-skip.log" 2>&1 &
 pids+=($!)
 wait_ready "$SAPORT" "$WORK/oka-skip.log"
 code=$(curl -s -o "$WORK/skip.json" -w '%{http_code}' -X POST "http://127.0.0.1:$SPORT/get-online-features" \
-  -d '{"features":["fare_estimate:expected_fare"],"entities":{"driver_id":[1001],"distance_km":[1.0],"surge":[1.0]}}')
-[[ $code == 404 ]] && grep -q 'has no overlay' "$WORK/skip.json" || {
+  -d '{"features":["driver_totals:sum_acc_rate"],"entities":{"driver_id":[1001]}}')
+[[ $code == 404 ]] && grep -q 'cannot run it and it has no overlay' "$WORK/skip.json" || {
   cat "$WORK/skip.json"; echo "feast: an unmapped view got $code" >&2; exit 1; }
 curl -sf -X POST "http://127.0.0.1:$SPORT/get-online-features" \
-  -d '{"features":["driver_stats:acc_rate"],"entities":{"driver_id":[1001]}}' | grep -q '"acc_rate"' || {
-  echo "feast: --feast-skip-unmapped did not serve the mapped views" >&2; exit 1; }
+  -d '{"features":["fare_estimate:expected_fare"],"entities":{"driver_id":[1001],"distance_km":[10.0],"surge":[1.5]}}' |
+  grep -q '"values":\[[0-9]' || { echo "feast: --feast-skip-unmapped did not serve the runnable views" >&2; exit 1; }
 refused entity_key_serialization_version 's/entity_key_serialization_version: 3/entity_key_serialization_version: 2/'
 # The same repository on a Redis Cluster (redis_type: redis_cluster).
 bash "$HERE/cluster.sh" "$BIN"

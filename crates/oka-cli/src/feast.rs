@@ -97,7 +97,7 @@ pub fn check_overlay(
     }
     if !skip_unmapped {
         return Err(anyhow!(
-            "{} on-demand feature view(s) of the Feast repository have no overlay (Feast's are Python, which Oka does not run):\n  {}\ngive each its CEL in an overlay spec (--spec; `oka feast scaffold --feast-repo DIR` prints a skeleton), or start with --feast-skip-unmapped to serve the rest",
+            "{} on-demand feature view(s) of the Feast repository cannot run in Oka's Python workers and have no overlay:\n  {}\ngive each its CEL in an overlay spec (--spec; `oka feast scaffold --feast-repo DIR` prints a skeleton), or start with --feast-skip-unmapped to serve the rest",
             unmapped.len(),
             unmapped.join("\n  ")
         ));
@@ -106,6 +106,40 @@ pub fn check_overlay(
         tracing::warn!("not served (--feast-skip-unmapped): on-demand feature view {view}");
     }
     Ok(())
+}
+
+/// The registry's on-demand views as the Python pool runs them (`repo`: the
+/// repository, put on the workers' `sys.path` as `feast serve` has it).
+pub fn python_views(repo: &Path, registry: &FeastRegistry) -> Vec<oka_python::FeastView> {
+    use oka_feast::registry::{Column, FeastType, Scalar};
+    let repo = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_path_buf());
+    let kind_in = |c: &Column| match c.ty {
+        FeastType::Bytes => Some((c.name.clone(), "bytes")),
+        FeastType::List(Scalar::Bytes) => Some((c.name.clone(), "list<bytes>")),
+        _ => None,
+    };
+    let kind_out = |c: &Column| match c.ty {
+        FeastType::Float => Some((c.name.clone(), "float32")),
+        FeastType::List(Scalar::Float) => Some((c.name.clone(), "list<float32>")),
+        _ => kind_in(c),
+    };
+    (registry.on_demand.values())
+        .map(|view| {
+            let sources = view.views.iter().filter_map(|(v, _)| registry.views.get(v));
+            let kinds_in = (sources.flat_map(|v| v.join_keys.iter().chain(&v.features)))
+                .chain(&view.request)
+                .filter_map(kind_in)
+                .collect();
+            oka_python::FeastView {
+                name: view.name.clone(),
+                repo: repo.clone(),
+                proto: view.proto.as_slice().into(),
+                reads: view.views.clone(),
+                kinds_in,
+                kinds_out: view.features.iter().filter_map(kind_out).collect(),
+            }
+        })
+        .collect()
 }
 
 /// Notes what the repository holds that is not served, by name.

@@ -117,6 +117,8 @@ fn read_spec(
                     oka_core::spec::Spec::from_yaml(&origin, &text).map_err(|e| fail(&e))?;
                 oka_feast::overlay::merge(&mut spec, extra, &origin).map_err(|e| fail(&e))?;
             }
+            // The views the overlay gives no CEL run in Python, as Feast runs them.
+            oka_feast::spec::add_on_demand(&registry, &repo.join("feature_store.yaml"), &mut spec);
             Ok((origin, spec, Some((config, registry))))
         }
     }
@@ -162,8 +164,14 @@ pub(crate) fn spec_and_keys(
         })
     };
     let (origin, spec, feast) = read_spec(from, &python, &fail, &read)?;
+    let views = match (&feast, from) {
+        (Some((_, registry)), SpecFrom::Feast { repo, .. }) => {
+            crate::feast::python_views(repo, registry)
+        }
+        _ => Vec::new(),
+    };
     let (registry, pool) =
-        crate::python::load(&origin, spec, natives, python).map_err(|e| fail(&e))?;
+        crate::python::load(&origin, spec, natives, python, views).map_err(|e| fail(&e))?;
     if let (Some((_, f)), SpecFrom::Feast { skip_unmapped, .. }) = (&feast, from) {
         crate::feast::check_overlay(f, &registry, skip_unmapped).map_err(|e| fail(&e))?;
     }

@@ -65,14 +65,16 @@ pub enum LoadError {
 }
 
 /// Loads a spec; its Python UDFs, if any, get a pool of `config`'s workers,
-/// started and loaded (`None` when there are none).
+/// started and loaded (`None` when there are none). `feast`: the on-demand
+/// views of the Feast registry the spec was built from (its `style: feast` UDFs).
 pub fn load(
     origin: &str,
     spec: oka_core::spec::Spec,
     natives: &NativeUdfs,
     config: Config,
+    feast: Vec<oka_python::FeastView>,
 ) -> Result<(Registry, Option<PythonPool>), LoadError> {
-    let runtime = PythonRuntime::new(config);
+    let runtime = PythonRuntime::new(config).with_feast(feast);
     let runtimes = UdfRuntimes {
         natives,
         python: Some(&runtime),
@@ -228,7 +230,7 @@ pub fn validate(
         }
         (None, None) => anyhow::bail!("give --spec or --volga-module"),
     };
-    match load(&origin, spec, natives, python.config(1)) {
+    match load(&origin, spec, natives, python.config(1), Vec::new()) {
         Ok((r, pool)) => {
             let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
             let entities = r.entities().count();

@@ -184,6 +184,10 @@ error_codes! {
     /// No worker process can run the request's UDF now (none alive: the message
     /// says why); retry later.
     UdfUnavailable = "udf_unavailable",
+    /// An on-demand feature's UDF failed (raised, or returned what its outputs
+    /// cannot hold) for a row of a request on an API with no per-key errors
+    /// (Feast's): the message names the feature, the row and the failure.
+    UdfFailed = "udf_failed",
     /// The server refused the request to protect itself.
     Overloaded = "overloaded",
     /// The request body did not arrive within the body-read timeout.

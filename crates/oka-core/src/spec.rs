@@ -450,7 +450,9 @@ pub struct PythonUdfSpec {
     pub timeout_ms: Option<u64>,
     /// How the function is called: `plain` (default: dicts in, a dict out,
     /// datetimes in UTC) or `volga` (as Volga's on-demand layer called it:
-    /// `@entity` instances in and out, naive UTC datetimes).
+    /// `@entity` instances in and out, naive UTC datetimes) or `feast` (a Feast
+    /// on-demand view: `file` is the repository's `feature_store.yaml`,
+    /// `function` the view's name, run by Feast's SDK a request at a time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub style: Option<PythonStyle>,
 }
@@ -467,6 +469,11 @@ pub enum PythonStyle {
     /// `@entity` class (or a list of them), the result an instance; datetimes
     /// naive, in UTC.
     Volga,
+    /// As `feast serve` runs an on-demand view: rebuilt from the registry by
+    /// Feast's SDK, called once per request with its keys' inputs as columns
+    /// (python mode: a dict of lists; pandas mode: a DataFrame); `timeout_ms`
+    /// bounds the call.
+    Feast,
 }
 
 impl PythonStyle {
@@ -475,6 +482,7 @@ impl PythonStyle {
         match self {
             Self::Plain => "plain",
             Self::Volga => "volga",
+            Self::Feast => "feast",
         }
     }
 }

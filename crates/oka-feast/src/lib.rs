@@ -13,7 +13,8 @@
 //!   and an overlay skeleton for its on-demand views;
 //! - [`overlay`]: the overlay merged into that spec, and the on-demand views it
 //!   maps checked (or reported unmapped);
-//! - [`proto`]: Feast's messages, generated from its vendored `.proto` files.
+//! - [`proto`]: Feast's messages, generated from its vendored `.proto` files;
+//!   [`wire`]: a message's raw fields, as Feast wrote them.
 
 pub mod config;
 pub mod layout;
@@ -21,6 +22,7 @@ pub mod overlay;
 pub mod proto;
 pub mod registry;
 pub mod spec;
+pub mod wire;
 
 pub use config::{FeastConfig, RepoError};
 pub use registry::{FeastRegistry, FeastType};

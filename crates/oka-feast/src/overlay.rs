@@ -69,6 +69,9 @@ pub fn describe(view: &OnDemandView) -> String {
             .join(", ")
     };
     let mut out = format!("`{}` reads {}", view.name, reads.join(", "));
+    if let Some(why) = view.not_runnable() {
+        out = format!("`{}` ({why}) reads {}", view.name, reads.join(", "));
+    }
     if !view.request.is_empty() {
         out.push_str(&format!(", request data {}", typed(&view.request)));
     }

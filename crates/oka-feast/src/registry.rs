@@ -165,7 +165,8 @@ pub struct FeatureView {
     pub field_mapping: BTreeMap<String, String>,
 }
 
-/// An on-demand feature view: Python in Feast; an overlay gives Oka its form.
+/// An on-demand feature view: Python in Feast, run by Feast's SDK in Oka's
+/// Python workers, or given a CEL form by an overlay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OnDemandView {
     /// The view's name.
@@ -180,6 +181,39 @@ pub struct OnDemandView {
     pub features: Vec<Column>,
     /// The Python source, as Feast stored it (for the overlay skeleton).
     pub source: String,
+    /// Its `singleton` flag (python mode: called once per row).
+    pub singleton: bool,
+    /// Its `write_to_online_store` flag (transformed when written, read as stored).
+    pub write_to_online_store: bool,
+    /// How many aggregations it declares (Feast then aggregates, not transforms).
+    pub aggregations: usize,
+    /// Its message in the registry, byte for byte as Feast wrote it (what a
+    /// Python worker rebuilds the view from with Feast's SDK).
+    pub proto: Vec<u8>,
+}
+
+impl OnDemandView {
+    /// Why Oka's Python workers cannot run this view as Feast does, if so.
+    pub fn not_runnable(&self) -> Option<String> {
+        if !matches!(self.mode.as_str(), "python" | "pandas") {
+            return Some(format!(
+                "mode `{}`: Oka runs python and pandas mode views",
+                self.mode
+            ));
+        }
+        if self.aggregations > 0 {
+            return Some(
+                "it declares aggregations, which Oka does not run for on-demand views".to_owned(),
+            );
+        }
+        if self.write_to_online_store {
+            return Some("write_to_online_store=True, which Oka does not serve yet".to_owned());
+        }
+        if self.proto.is_empty() {
+            return Some("its message in the registry could not be read whole".to_owned());
+        }
+        None
+    }
 }
 
 /// A feature service: projections of views, each possibly renamed.
@@ -296,12 +330,17 @@ impl FeastRegistry {
                 out.add_stream_view(spec)?;
             }
         }
-        for o in &registry.on_demand_feature_views {
+        // Each view's bytes as written (field 8 of `Registry`), beside its
+        // decoded message.
+        let raw = crate::wire::repeated_field(bytes, 8)
+            .filter(|r| r.len() == registry.on_demand_feature_views.len())
+            .unwrap_or_default();
+        for (i, o) in registry.on_demand_feature_views.iter().enumerate() {
             let Some(spec) = &o.spec else { continue };
             if spec.project != project {
                 continue;
             }
-            out.add_on_demand(spec)?;
+            out.add_on_demand(spec, raw.get(i).copied().unwrap_or_default())?;
         }
         for s in &registry.feature_services {
             let Some(spec) = &s.spec else { continue };
@@ -431,7 +470,11 @@ impl FeastRegistry {
         Ok(())
     }
 
-    fn add_on_demand(&mut self, spec: &pc::OnDemandFeatureViewSpec) -> Result<(), RepoError> {
+    fn add_on_demand(
+        &mut self,
+        spec: &pc::OnDemandFeatureViewSpec,
+        proto: &[u8],
+    ) -> Result<(), RepoError> {
         let at =
             |what: String| RepoError(format!("on-demand feature view `{}`: {what}", spec.name));
         let (mut views, mut request) = on_demand_sources(spec, &at)?;
@@ -466,6 +509,10 @@ impl FeastRegistry {
                 request,
                 features,
                 source,
+                singleton: spec.singleton,
+                write_to_online_store: spec.write_to_online_store,
+                aggregations: spec.aggregations.len(),
+                proto: proto.to_vec(),
             },
         );
         Ok(())

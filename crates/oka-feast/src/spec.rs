@@ -1,12 +1,16 @@
 //! A Feast registry as Oka's spec: each online feature view is a pipeline
 //! feature of the same name over an entity of its own (the view's join keys, an
-//! event time, its features), and each on-demand view is an on-demand feature
-//! the overlay defines ([`overlay_skeleton`]: one to fill in per view).
+//! event time, its features), and each on-demand view an on-demand feature: the
+//! overlay's, if it gives one (CEL: [`overlay_skeleton`] prints one to fill in),
+//! else a Python UDF Feast's SDK runs in Oka's workers ([`add_on_demand`]).
 
 use std::fmt::Write as _;
 
 use indexmap::IndexMap;
-use oka_core::spec::{EntitySpec, FeatureKindSpec, FeatureSpec, SPEC_VERSION, Spec};
+use oka_core::spec::{
+    ArgSpec, DependencySpec, EntitySpec, FeatureKindSpec, FeatureSpec, OutputSpec, PythonStyle,
+    PythonUdfSpec, SPEC_VERSION, Spec, UdfSpec,
+};
 use oka_core::value::FieldType;
 
 use crate::config::RepoError;
@@ -63,6 +67,58 @@ pub fn pipeline_spec(registry: &FeastRegistry) -> Spec {
         version: SPEC_VERSION,
         entities,
         features,
+    }
+}
+
+/// Adds to `spec` an on-demand feature for each on-demand view it has no
+/// feature of (the overlay gives none) and Oka's Python workers can run
+/// ([`OnDemandView::not_runnable`]): over the views it reads, its request
+/// fields as arguments, its features as outputs, its UDF the view itself, run
+/// by Feast's SDK (`style: feast`, `file`: the repository's `store_yaml`).
+pub fn add_on_demand(registry: &FeastRegistry, store_yaml: &std::path::Path, spec: &mut Spec) {
+    for view in registry.on_demand.values() {
+        if spec.features.contains_key(&view.name) || view.not_runnable().is_some() {
+            continue;
+        }
+        let python = PythonUdfSpec {
+            file: store_yaml.display().to_string(),
+            function: view.name.clone(),
+            timeout_ms: None,
+            style: Some(PythonStyle::Feast),
+        };
+        let feature = FeatureSpec {
+            kind: FeatureKindSpec::OnDemand,
+            entity: None,
+            output: Some(OutputSpec {
+                fields: fields(&view.features),
+            }),
+            aggregate: None,
+            description: Some(format!(
+                "Feast on-demand feature view {} ({} mode), run by Feast's SDK",
+                view.name, view.mode
+            )),
+            dependencies: (view.views.iter())
+                .map(|(v, _)| DependencySpec::Name(v.clone()))
+                .collect(),
+            args: (view.request.iter())
+                .map(|c| {
+                    let arg = ArgSpec {
+                        ty: c.ty.field_type(),
+                        default: None,
+                    };
+                    (c.name.clone(), arg)
+                })
+                .collect(),
+            udf: Some(UdfSpec {
+                expr: None,
+                native: None,
+                python: Some(python),
+            }),
+            history: None,
+            ttl_s: None,
+            source: None,
+        };
+        spec.features.insert(view.name.clone(), feature);
     }
 }
 
@@ -224,9 +280,38 @@ mod tests {
                 request: vec![col("distance", FeastType::Double)],
                 features: vec![col("fare", FeastType::Double)],
                 source: "def fare(inputs):\n    return {}\n".to_owned(),
+                singleton: false,
+                write_to_online_store: false,
+                aggregations: 0,
+                proto: b"\x0a\x00".to_vec(),
             },
         );
         r
+    }
+
+    #[test]
+    fn on_demand_views_without_an_overlay_feature_run_in_python() {
+        let mut registry = registry();
+        let mut spec = pipeline_spec(&registry);
+        let yaml = std::path::Path::new("/repo/feature_store.yaml");
+        add_on_demand(&registry, yaml, &mut spec);
+        let fare = &spec.features["fare"];
+        let python = fare.udf.as_ref().and_then(|u| u.python.as_ref()).unwrap();
+        assert_eq!(
+            (python.file.as_str(), python.function.as_str(), python.style),
+            ("/repo/feature_store.yaml", "fare", Some(PythonStyle::Feast))
+        );
+        assert_eq!(fare.args["distance"].ty, FieldType::Float);
+        // Without a Python runtime (a command that runs no UDF) it loads, unrun.
+        let loaded = oka_core::Registry::load("feast", spec, &oka_core::NativeUdfs::new());
+        assert!(loaded.is_ok(), "{:?}", loaded.err());
+        // A view the workers cannot run is left to the overlay (or reported).
+        let view = registry.on_demand.get_mut("fare").unwrap();
+        view.mode = "substrait".to_owned();
+        assert!(view.not_runnable().unwrap().contains("mode `substrait`"));
+        let mut spec = pipeline_spec(&registry);
+        add_on_demand(&registry, yaml, &mut spec);
+        assert!(!spec.features.contains_key("fare"));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use oka_core::batch::{PythonDecl, UdfBatch};
+use oka_core::batch::{PythonDecl, PythonStyle, UdfBatch};
 use oka_core::udf::Input;
 use oka_core::{Entity, FieldType, UdfError};
 
@@ -19,10 +19,34 @@ use crate::protocol::{
 /// The largest module file Oka reads.
 const MAX_SOURCE_BYTES: u64 = 16 << 20;
 
+/// A Feast on-demand view the pool runs (`style: feast`), from the registry
+/// `oka serve --feast-repo` read: its worker rebuilds it with Feast's SDK.
+#[derive(Debug, Clone)]
+pub struct FeastView {
+    /// The view's name (the UDF's `function`).
+    pub name: String,
+    /// The feature repository: on the workers' `sys.path`, as it is under
+    /// `feast serve` (a transformation pickled by reference imports from it).
+    pub repo: PathBuf,
+    /// The view's message in the registry, byte for byte.
+    pub proto: Arc<[u8]>,
+    /// The features it reads of each source view (its join keys come too).
+    pub reads: Vec<(String, Vec<String>)>,
+    /// Input columns (features, join keys, request fields) Oka holds other
+    /// than as Feast gives them to Python: `bytes` and `list<bytes>` (base64
+    /// strings in Oka).
+    pub kinds_in: Vec<(String, &'static str)>,
+    /// Output columns Feast narrows: `float32`, `list<float32>`, `bytes` and
+    /// `list<bytes>` (Oka keeps bytes as base64).
+    pub kinds_out: Vec<(String, &'static str)>,
+}
+
 /// One Python UDF as the pool runs it.
 #[derive(Debug)]
 pub struct UdfEntry {
     decl: PythonDecl,
+    /// A Feast on-demand view's (`style: feast`).
+    feast: Option<FeastView>,
     /// `file.py:function`.
     label: String,
     /// The module's file, absolute.
@@ -40,8 +64,11 @@ pub struct UdfEntry {
 pub struct DeclError(pub String);
 
 impl UdfEntry {
-    /// Reads `decl`'s module.
-    pub fn new(decl: PythonDecl, memory_mib: u64) -> Result<Self, DeclError> {
+    /// Reads `decl`'s module (for a Feast view, finds it in `feast`).
+    pub fn new(decl: PythonDecl, memory_mib: u64, feast: &[FeastView]) -> Result<Self, DeclError> {
+        if decl.style == PythonStyle::Feast {
+            return Self::feast(decl, memory_mib, feast);
+        }
         let shown = decl.file.display().to_string();
         let path = std::fs::canonicalize(&decl.file).map_err(|e| {
             DeclError(format!(
@@ -63,6 +90,27 @@ impl UdfEntry {
             module,
             source: source.into(),
             memory_mib,
+            decl,
+            feast: None,
+        })
+    }
+
+    /// A Feast on-demand view, from the registry the server read.
+    fn feast(decl: PythonDecl, memory_mib: u64, feast: &[FeastView]) -> Result<Self, DeclError> {
+        let Some(view) = feast.iter().find(|v| v.name == decl.function) else {
+            return Err(DeclError(format!(
+                "`{}` is a Feast on-demand view (style: feast), run from the Feast repository of {}: serve it with `oka serve --feast-repo DIR`",
+                decl.function,
+                decl.file.display()
+            )));
+        };
+        Ok(Self {
+            label: format!("Feast on-demand view {}", view.name),
+            path: view.repo.clone(),
+            module: String::new(),
+            source: "".into(),
+            memory_mib,
+            feast: Some(view.clone()),
             decl,
         })
     }
@@ -107,12 +155,17 @@ impl UdfEntry {
     }
 
     /// This UDF in the `load` message: `(path, module, source, function, inputs,
-    /// args, outputs, style)`.
+    /// args, outputs, style, feast)`; for a Feast view, `path` is the
+    /// repository, `source` the view's message (bytes) and `feast` what the
+    /// worker needs beside it ([`Self::write_feast`]), else None.
     pub fn write_load<'a>(&'a self, w: &mut Writer<'a>) {
-        w.tuple(8);
+        w.tuple(9);
         w.str(&self.path.to_string_lossy());
         w.str(&self.module);
-        w.str(&self.source);
+        match &self.feast {
+            Some(view) => w.bytes(&view.proto),
+            None => w.str(&self.source),
+        }
         w.str(&self.decl.function);
         w.list(self.decl.inputs.len());
         for input in &self.decl.inputs {
@@ -144,6 +197,44 @@ impl UdfEntry {
             w.bool(out.key_index.contains(&i) || i == out.timestamp_index);
         }
         w.str(self.decl.style.name());
+        match &self.feast {
+            Some(view) => self.write_feast(w, view),
+            None => w.none(),
+        }
+    }
+
+    /// A Feast view's part of the `load` message: `(take, kinds_in,
+    /// kinds_out)`, `take` per input the columns given to the view (its join
+    /// keys and the features it reads of it).
+    fn write_feast(&self, w: &mut Writer<'_>, view: &FeastView) {
+        w.tuple(3);
+        w.list(self.decl.inputs.len());
+        for input in &self.decl.inputs {
+            let entity = &input.entity;
+            let read = view.reads.iter().find(|(v, _)| **v == *input.name);
+            let take: Vec<&str> = (entity.columns.iter().enumerate())
+                .filter(|(i, c)| {
+                    entity.key_index.contains(i)
+                        || match read {
+                            Some((_, fs)) if !fs.is_empty() => fs.iter().any(|f| **f == *c.name),
+                            _ => *i != entity.timestamp_index,
+                        }
+                })
+                .map(|(_, c)| &*c.name)
+                .collect();
+            w.list(take.len());
+            for name in take {
+                w.str(name);
+            }
+        }
+        for kinds in [&view.kinds_in, &view.kinds_out] {
+            w.dict();
+            for (name, kind) in kinds {
+                w.str(name);
+                w.str(kind);
+            }
+            w.dict_end();
+        }
     }
 
     /// One call's part of a batch frame: the UDF's number, its arguments (a

@@ -106,7 +106,7 @@ impl InProcess {
 
 impl oka_core::batch::PythonUdfs for InProcess {
     fn declare(&self, decl: PythonDecl) -> Result<Arc<dyn BatchUdf>, DeclareError> {
-        let entry = UdfEntry::new(decl, 0).map_err(|e| DeclareError { message: e.0 })?;
+        let entry = UdfEntry::new(decl, 0, &[]).map_err(|e| DeclareError { message: e.0 })?;
         let label = entry.label().to_owned();
         let mut declared = self
             .declared

@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex};
 
 use oka_core::batch::{BatchUdf, DeclareError, PythonDecl};
 
+pub use decl::FeastView;
 pub use protocol::LoadProblem;
 pub use stats::Health;
 
@@ -82,6 +83,7 @@ pub struct StartFailed(pub String);
 #[derive(Debug)]
 pub struct PythonRuntime {
     config: Config,
+    feast: Vec<FeastView>,
     entries: Mutex<Vec<UdfEntry>>,
     cell: Arc<PoolCell>,
 }
@@ -91,9 +93,17 @@ impl PythonRuntime {
     pub fn new(config: Config) -> Self {
         Self {
             config,
+            feast: Vec::new(),
             entries: Mutex::new(Vec::new()),
             cell: Arc::new(PoolCell::default()),
         }
+    }
+
+    /// The runtime, running `views` for the spec's `style: feast` UDFs (the
+    /// on-demand views of the Feast registry the spec was built from).
+    pub fn with_feast(mut self, views: Vec<FeastView>) -> Self {
+        self.feast = views;
+        self
     }
 
     /// Starts the workers: each imports every module and checks every
@@ -162,7 +172,7 @@ impl PythonRuntime {
 
 impl oka_core::batch::PythonUdfs for PythonRuntime {
     fn declare(&self, decl: PythonDecl) -> Result<Arc<dyn BatchUdf>, DeclareError> {
-        let entry = UdfEntry::new(decl, self.config.memory_mib)
+        let entry = UdfEntry::new(decl, self.config.memory_mib, &self.feast)
             .map_err(|e| DeclareError { message: e.0 })?;
         let label = entry.label().to_owned();
         let mut entries = self

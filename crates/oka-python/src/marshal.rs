@@ -26,6 +26,8 @@ pub const LONG: u8 = b'l';
 pub const BINARY_FLOAT: u8 = b'g';
 /// A string.
 pub const UNICODE: u8 = b'u';
+/// `bytes`.
+const BYTES: u8 = b's';
 const SHORT_ASCII_INTERNED: u8 = b'Z';
 const REF: u8 = b'r';
 /// A tuple.
@@ -104,6 +106,13 @@ impl<'a> Writer<'a> {
         self.out.push(UNICODE);
         self.len(s.len());
         self.out.extend_from_slice(s.as_bytes());
+    }
+
+    /// Bytes (Python's `bytes`).
+    pub fn bytes(&mut self, b: &[u8]) {
+        self.out.push(BYTES);
+        self.len(b.len());
+        self.out.extend_from_slice(b);
     }
 
     /// A name (a dict key, a column): interned, written once per frame and then

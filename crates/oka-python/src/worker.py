@@ -345,9 +345,9 @@ def arg_converter(args, naive):
 
 
 class Udf:
-    __slots__ = ("fn", "encode", "inputs", "args", "label", "tb_at", "tb_skipped")
+    __slots__ = ("fn", "encode", "inputs", "args", "label", "tb_at", "tb_skipped", "columnar")
 
-    def __init__(self, fn, encode, inputs, args, label):
+    def __init__(self, fn, encode, inputs, args, label, columnar=False):
         self.fn = fn
         self.encode = encode
         self.inputs = inputs
@@ -355,6 +355,8 @@ class Udf:
         self.label = label
         self.tb_at = -1e18
         self.tb_skipped = 0
+        # Called once per call with every key's rows (a Feast view), not per key.
+        self.columnar = columnar
 
 
 def _where(exc, path):
@@ -451,10 +453,18 @@ def load(config, decls):
     modules = {}
     udfs = []
     problems = []
-    for i, (path, name, source, function, inputs, args, outputs, style) in enumerate(decls):
+    for i, (path, name, source, function, inputs, args, outputs, style, extra) in enumerate(decls):
         naive = style == "volga"
         label = "%s:%s" % (os.path.basename(path), function)
         udfs.append(None)
+        if style == "feast":
+            try:
+                udfs[i] = feast_udf(path, source, function, inputs, args, outputs, extra, max_chars)
+            except LoadFailed as e:
+                problems.append((i, path, None, str(e)))
+            except BaseException as e:
+                problems.append((i, path, None, "on-demand view `%s`: Feast's SDK cannot rebuild it: %s" % (function, _exc_text(e))))
+            continue
         if path not in modules:
             if name in sys.modules and getattr(sys.modules[name], "__file__", None) != path:
                 taken = getattr(sys.modules[name], "__file__", None) or "built in"
@@ -523,6 +533,181 @@ def _traceback(udf, e, now, every_ns):
     return tb
 
 
+class LoadFailed(Exception):
+    """A UDF that cannot be loaded: the message says why and what to do."""
+
+
+def _feast_sdk(name):
+    try:
+        from feast.on_demand_feature_view import OnDemandFeatureView
+        from feast.protos.feast.core.OnDemandFeatureView_pb2 import OnDemandFeatureView as Proto
+    except ImportError as e:
+        raise LoadFailed(
+            "on-demand view `%s`: Feast's SDK is not importable by %s (%s): give --python the "
+            "interpreter of the virtual environment where feast is installed (VENV/bin/python)"
+            % (name, sys.executable, e)
+        )
+    return OnDemandFeatureView, Proto
+
+
+def _b64_decoder(kind):
+    import base64
+
+    one = base64.b64decode
+    if kind == "bytes":
+        return lambda v: None if v is None else one(v)
+    return lambda v: None if v is None else [None if x is None else one(x) for x in v]
+
+
+def _out_converter(kind, field, convert):
+    """Feast's narrowing of an output `kind` (`float32`, `bytes`, lists of
+    them), then Oka's check of the value as its column's type."""
+    import base64
+    import struct
+
+    f32 = struct.Struct("<f")
+
+    def narrow(x):
+        if kind.endswith("float32"):
+            x = convert(field, x)
+            return None if x is None else f32.unpack(f32.pack(x))[0]
+        if isinstance(x, (bytes, bytearray)):
+            return base64.b64encode(x).decode("ascii")
+        return x
+
+    if kind.startswith("list<"):
+        def conv(v):
+            if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
+                v = v.tolist()
+            if type(v) is not list and type(v) is not tuple:
+                raise Bad("field `%s`: expected a list, got %s" % (field, describe(v)))
+            return [None if x is None else narrow(x) for x in v]
+        return conv
+    if kind == "float32":
+        return narrow
+    return lambda v: convert(field, narrow(v))
+
+
+def feast_udf(repo, proto, name, inputs, args, outputs, extra, max_chars):
+    """A Feast on-demand view as a columnar UDF: rebuilt from its registry
+    message by Feast's SDK, called as `feast serve` calls it."""
+    OnDemandFeatureView, Proto = _feast_sdk(name)
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    view = OnDemandFeatureView.from_proto(Proto.FromString(proto))
+    if view.mode not in ("python", "pandas"):
+        raise LoadFailed("on-demand view `%s` has mode `%s`; Oka runs python and pandas mode views" % (name, view.mode))
+    take, kinds_in, kinds_out = extra
+    decode = {n: _b64_decoder(k) for n, k in kinds_in.items()}
+    arg_names = [a for a, _ in args]
+    outs = []
+    for name_, kind, omittable in outputs:
+        if omittable:
+            outs.append((name_, None))
+            continue
+        convert = converter(kind, max_chars)
+        if name_ in kinds_out:
+            convert = _out_converter(kinds_out[name_], name_, convert)
+        else:
+            convert = (lambda c, f: lambda v: c(f, v))(convert, name_)
+        outs.append((name_, convert))
+    omitted = sum(1 << j for j, (_, c) in enumerate(outs) if c is None)
+    pandas = view.mode == "pandas"
+    if pandas:
+        import pyarrow
+    singleton = bool(getattr(view, "singleton", False))
+    stamps = input_converter([(cols, many) for _, cols, many in inputs], False)
+
+    def columns(rows, kwargs):
+        n = len(rows)
+        if stamps is not None:
+            rows = [stamps(list(row)) for row in rows]
+        cols = {}
+        for j, names in enumerate(take):
+            for c in names:
+                cols[c] = [row[j].get(c) for row in rows]
+        for a in arg_names:
+            cols[a] = [kwargs.get(a)] * n
+        for c, d in decode.items():
+            if c in cols:
+                cols[c] = [d(v) for v in cols[c]]
+        return cols
+
+    def call(rows, kwargs):
+        """Each row's answer entry, or raises what the view raised."""
+        n = len(rows)
+        cols = columns(rows, kwargs)
+        if pandas:
+            table = view.transform_arrow(pyarrow.Table.from_pydict(cols), False)
+            got = {c: table[c].to_pylist() for c in table.column_names}
+        elif singleton and n > 1:
+            # Feast's SDK calls a singleton view with the first row alone:
+            # each row is given its own call.
+            got = {}
+            for i in range(n):
+                one = view.transform_dict({c: v[i:i + 1] for c, v in cols.items()})
+                for c, v in one.items():
+                    got.setdefault(c, []).append(v[0] if isinstance(v, list) else v)
+        else:
+            got = view.transform_dict(cols)
+        values = []
+        for name_, convert in outs:
+            if convert is None:
+                values.append(None)
+                continue
+            if name_ not in got:
+                have = ", ".join(map(str, got)) or "nothing"
+                raise Bad("the view's result has no column `%s` (it has: %s)" % (name_, have))
+            v = got[name_]
+            if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
+                v = v.tolist()
+            if not isinstance(v, list):
+                v = [v]
+            if len(v) != n:
+                raise Bad("column `%s` of the view's result has %d values for %d rows" % (name_, len(v), n))
+            values.append(v)
+        entries = []
+        for i in range(n):
+            try:
+                row = [None if v is None else (None if v[i] is None else c(v[i])) for v, (_, c) in zip(values, outs)]
+                entries.append((0, row, omitted))
+            except Bad as e:
+                entries.append((2, str(e)))
+        return entries
+
+    return Udf(call, None, None, arg_converter(args, False), "Feast on-demand view %s" % name, columnar=True)
+
+
+def _message(e):
+    """An exception's message, at most 1000 characters."""
+    try:
+        text = str(e)
+    except Exception:
+        text = "<unprintable message>"
+    return text[:1000] + "..." if len(text) > 1000 else text
+
+
+def _run_columnar(udf, rows, kwargs, first, progress, tb_every, mono, append):
+    """One call of a columnar UDF over every row; flags."""
+    progress[0] = first
+    n = len(rows)
+    try:
+        entries = udf.fn(rows, kwargs)
+    except Bad as e:
+        entries = [(2, str(e))] * n
+    except MemoryError:
+        for _ in range(n):
+            append((4, "MemoryError: the UDF ran out of memory"))
+        return 1
+    except BaseException as e:
+        text = _message(e)
+        tb = _traceback(udf, e, mono(), tb_every)
+        entries = [(1, type(e).__name__, text, tb)] + [(1, type(e).__name__, text, None)] * (n - 1)
+    for entry in entries:
+        append(entry)
+    return 0
+
+
 def run_batch(udfs, groups, progress, config):
     """Runs every row of a batch: the `done` message."""
     mono = time.monotonic_ns
@@ -542,6 +727,13 @@ def run_batch(udfs, groups, progress, config):
         encode = udf.encode
         convert = udf.inputs
         started = clock()
+        if udf.columnar:
+            rows = groups[g + 2]
+            flags |= _run_columnar(udf, rows, kwargs, i, progress, tb_every, mono, append)
+            i += len(rows)
+            times.append(groups[g])
+            times.append(clock() - started)
+            continue
         for row in groups[g + 2]:
             progress[0] = i
             i += 1
@@ -555,13 +747,7 @@ def run_batch(udfs, groups, progress, config):
                 flags |= 1
                 append((4, "MemoryError: the UDF ran out of memory"))
             except BaseException as e:
-                try:
-                    text = str(e)
-                except Exception:
-                    text = "<unprintable message>"
-                if len(text) > 1000:
-                    text = text[:1000] + "..."
-                append((1, type(e).__name__, text, _traceback(udf, e, mono(), tb_every)))
+                append((1, type(e).__name__, _message(e), _traceback(udf, e, mono(), tb_every)))
         times.append(groups[g])
         times.append(clock() - started)
     progress[0] = -1

@@ -163,6 +163,60 @@ def dispatch_priority(inputs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+@on_demand_feature_view(
+    sources=[driver_stats, driver_profile, trip_request],
+    schema=[
+        Field(name="label", dtype=String),
+        Field(name="log_rating", dtype=Float64),
+        Field(name="avatar_len", dtype=Int64),
+    ],
+    mode="python",
+    singleton=True,
+)
+def trip_label(inputs: dict) -> dict:
+    # singleton: called once per row, with that row's values. (Feast pickles the
+    # function with dill: modules are imported inside it.)
+    import math
+
+    return {
+        "label": f"{inputs['name']} · {inputs['distance_km']:.2f} km × {inputs['surge']:g}",
+        "log_rating": math.log1p(abs(inputs["rating"])),
+        "avatar_len": len(inputs["avatar"] or b""),
+    }
+
+
+@on_demand_feature_view(
+    sources=[driver_stats],
+    schema=[
+        Field(name="acc_sqrt", dtype=Float64),
+        Field(name="trips_sign", dtype=Int64),
+        Field(name="rating_third", dtype=Float32),
+    ],
+    mode="python",
+)
+def driver_math(inputs: dict) -> dict:
+    import numpy as np
+
+    acc = np.asarray(inputs["acc_rate"], dtype=np.float64)
+    return {
+        "acc_sqrt": np.sqrt(acc).tolist(),
+        "trips_sign": [0 if t is None else int(np.sign(t)) for t in inputs["avg_daily_trips"]],
+        "rating_third": [np.float32(r / 3.0) for r in inputs["rating"]],
+    }
+
+
+@on_demand_feature_view(
+    sources=[driver_stats, trip_request],
+    schema=[Field(name="checked_fare", dtype=Float64)],
+    mode="python",
+)
+def checked_fare(inputs: dict) -> dict:
+    for d in inputs["distance_km"]:
+        if d < 0:
+            raise ValueError(f"distance_km must not be negative, got {d}")
+    return {"checked_fare": [d * a for d, a in zip(inputs["distance_km"], inputs["acc_rate"])]}
+
+
 driver_activity = FeatureService(
     name="driver_activity",
     features=[

@@ -103,6 +103,33 @@ impl Loader {
 const MAX_TIMEOUT_MS: u64 = 600_000;
 
 impl Loader {
+    /// Checks a Python UDF's `file` and `function`: a `.py` file and a Python
+    /// name, or for a Feast view (`style: feast`) its repository's
+    /// `feature_store.yaml` and the view's name.
+    fn python_names(&mut self, path: &str, spec: &PythonUdfSpec) {
+        let feast = spec.style == Some(crate::spec::PythonStyle::Feast);
+        let file = &spec.file;
+        if feast && !file.ends_with("feature_store.yaml") {
+            let why = format!(
+                "`{file}`: a Feast on-demand view (style: feast) is named by its repository's `feature_store.yaml`"
+            );
+            self.err(format!("{path}.file"), why);
+        }
+        if !feast && !file.ends_with(".py") {
+            let why = format!(
+                "`{file}` is not a Python file: give the path of a `.py` file, relative to the spec"
+            );
+            self.err(format!("{path}.file"), why);
+        }
+        if !feast && !is_identifier(&spec.function) {
+            let why = format!(
+                "`{}` is not a Python function name: give the name of a function defined in `{file}`",
+                spec.function
+            );
+            self.err(format!("{path}.function"), why);
+        }
+    }
+
     /// The runner of the Python UDF at `path` (`features.NAME`).
     fn python_udf(
         &mut self,
@@ -113,24 +140,7 @@ impl Loader {
     ) -> Option<UdfImpl> {
         let path = format!("{path}.udf.python");
         let errors = self.errors.len();
-        if !spec.file.ends_with(".py") {
-            self.err(
-                format!("{path}.file"),
-                format!(
-                    "`{}` is not a Python file: give the path of a `.py` file, relative to the spec",
-                    spec.file
-                ),
-            );
-        }
-        if !is_identifier(&spec.function) {
-            self.err(
-                format!("{path}.function"),
-                format!(
-                    "`{}` is not a Python function name: give the name of a function defined in `{}`",
-                    spec.function, spec.file
-                ),
-            );
-        }
+        self.python_names(&path, spec);
         let timeout_ms = spec
             .timeout_ms
             .unwrap_or(DEFAULT_PYTHON_TIMEOUT.as_millis() as u64);

@@ -97,6 +97,48 @@ impl Plan {
     }
 }
 
+impl Plan {
+    /// An error naming the first on-demand feature whose UDF failed for a row:
+    /// Feast's answer has no per-value error, and a failure is not a null.
+    pub(crate) fn failures(&self, computed: &Computed) -> Result<(), ApiError> {
+        let on_demand = |c: &Out| {
+            matches!(
+                c,
+                Out::Feature {
+                    on_demand: true,
+                    ..
+                }
+            )
+        };
+        if !self.columns.iter().any(on_demand) {
+            return Ok(());
+        }
+        let views = self.outcomes(computed);
+        for (name, column) in self.names.iter().zip(&self.columns) {
+            let Out::Feature { target, .. } = column else {
+                continue;
+            };
+            let failed = views[*target]
+                .iter()
+                .enumerate()
+                .find_map(|(row, o)| match o {
+                    Some(Outcome::Error(why)) => Some((row, why)),
+                    _ => None,
+                });
+            if let Some((row, why)) = failed {
+                return Err(bad(
+                    ErrorCode::UdfFailed,
+                    format!(
+                        "on-demand feature `{name}` failed for entity row {} of the request: {why}",
+                        row + 1
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 fn bad(code: ErrorCode, message: String) -> ApiError {
     ApiError::new(code, message)
 }
@@ -382,7 +424,7 @@ fn known_view<'r>(
     let message = match feast.on_demand.get(view) {
         Some(od) if registry.feature_id(view).is_some() => return Ok(Named::OnDemand(od)),
         Some(od) => format!(
-            "on-demand feature view {} is not served: it has no overlay giving its CEL (serve with --spec overlay.yaml; `oka feast scaffold` prints a skeleton)",
+            "on-demand feature view {} is not served: Oka's Python workers cannot run it and it has no overlay giving its CEL (serve with --spec overlay.yaml; `oka feast scaffold` prints a skeleton)",
             oka_feast::overlay::describe(od)
         ),
         None => format!(
