@@ -9,8 +9,9 @@
 //! - [`layout`]: the bytes of Feast's Redis online store: the serialized entity
 //!   key, the hash field of a feature (`mmh3("<view>:<feature>")`), the event
 //!   time, and `ValueProto` values to and from Oka's;
-//! - [`spec`]: the registry as Oka's spec (a pipeline feature per online view),
-//!   and an overlay skeleton for its on-demand views;
+//! - [`spec`]: the registry as Oka's spec (a pipeline feature per online view,
+//!   an on-demand feature per on-demand view), and an overlay skeleton for its
+//!   on-demand views ([`simple`]: which look simple enough to write in CEL);
 //! - [`overlay`]: the overlay merged into that spec, and the on-demand views it
 //!   maps checked (or reported unmapped);
 //! - [`proto`]: Feast's messages, generated from its vendored `.proto` files;
@@ -21,6 +22,7 @@ pub mod layout;
 pub mod overlay;
 pub mod proto;
 pub mod registry;
+pub mod simple;
 pub mod spec;
 pub mod wire;
 

@@ -139,59 +139,84 @@ fn fields(cols: &[Column]) -> IndexMap<String, FieldType> {
         .collect()
 }
 
-/// An overlay to start from: an on-demand feature per on-demand view, its
-/// dependencies, request fields as typed args and outputs filled in, each output's
-/// CEL left empty (`~`: the overlay is refused until it is written), the view's
-/// Python source beside it as a comment.
+/// An overlay to start from: an on-demand feature per on-demand view worth
+/// writing in CEL — one whose body looks simple ([`crate::simple`]), or one
+/// Oka's Python workers cannot run — with its dependencies, request fields as
+/// typed args and outputs filled in, each output's CEL left empty (`~`: the
+/// overlay is refused until it is written), the view's Python source beside it
+/// as a comment. The other views are listed in a comment: they run in Python.
 pub fn overlay_skeleton(registry: &FeastRegistry) -> String {
     let mut out = format!(
-        "# Oka overlay for Feast project {}: one on-demand feature per on-demand feature\n# view, to give each its CEL (docs/migrating-from-feast.md, \"The overlay\").\n# Every `~` is an expression still to write; Oka refuses the overlay until none is left.\nversion: 1\nfeatures:\n",
+        "# Oka overlay for Feast project {}: an on-demand feature per on-demand feature\n# view worth giving its CEL (docs/migrating-from-feast.md, \"The overlay\"); the\n# rest run as Feast runs them, in Oka's Python workers (--python).\n# Every `~` is an expression still to write; Oka refuses the overlay until none is left.\n",
         quote(&registry.project)
     );
-    if registry.on_demand.is_empty() {
-        out.push_str("  {}\n");
-        return out;
-    }
+    let mut entries = Vec::new();
     for view in registry.on_demand.values() {
+        let why = match (
+            view.not_runnable(),
+            crate::simple::why_not_cel(&view.source),
+        ) {
+            (Some(why), _) => {
+                format!("Oka's Python workers cannot run it ({why}): only an overlay serves it")
+            }
+            (None, None) => "a CEL candidate: its body is arithmetic over its inputs".to_owned(),
+            (None, Some(why)) => {
+                let _ = writeln!(out, "# left to Python: {} ({why})", view.name);
+                continue;
+            }
+        };
+        entries.push((view, why));
+    }
+    out.push_str("version: 1\nfeatures:\n");
+    if entries.is_empty() {
+        out.push_str("  {}\n");
+    }
+    for (view, why) in entries {
         let _ = writeln!(out, "  {}:", quote(&view.name));
-        let _ = writeln!(
-            out,
-            "    description: {}",
-            quote(&format!(
-                "Feast on-demand feature view {} ({} mode)",
-                view.name, view.mode
-            ))
-        );
-        out.push_str("    kind: on_demand\n");
-        let deps: Vec<String> = view.views.iter().map(|(v, _)| quote(v)).collect();
-        let _ = writeln!(out, "    dependencies: [{}]", deps.join(", "));
-        for (v, features) in &view.views {
-            let _ = writeln!(out, "    # reads {}: {}", v, features.join(", "));
-        }
-        if !view.request.is_empty() {
-            out.push_str("    args:\n");
-            for c in &view.request {
-                let _ = writeln!(
-                    out,
-                    "      {}: {{type: {}}}",
-                    quote(&c.name),
-                    c.ty.field_type()
-                );
-            }
-        }
-        let _ = writeln!(out, "    output: {{fields: {}}}", columns(&view.features));
-        out.push_str("    udf:\n      expr:\n");
-        for c in &view.features {
-            let _ = writeln!(out, "        {}: ~", quote(&c.name));
-        }
-        if !view.source.trim().is_empty() {
-            out.push_str("    # Feast's Python:\n");
-            for line in view.source.trim_end().lines() {
-                let _ = writeln!(out, "    #   {line}");
-            }
-        }
+        let _ = writeln!(out, "    # {why}");
+        skeleton_entry(view, &mut out);
     }
     out
+}
+
+/// One view's feature in the skeleton, after its name.
+fn skeleton_entry(view: &crate::registry::OnDemandView, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "    description: {}",
+        quote(&format!(
+            "Feast on-demand feature view {} ({} mode)",
+            view.name, view.mode
+        ))
+    );
+    out.push_str("    kind: on_demand\n");
+    let deps: Vec<String> = view.views.iter().map(|(v, _)| quote(v)).collect();
+    let _ = writeln!(out, "    dependencies: [{}]", deps.join(", "));
+    for (v, features) in &view.views {
+        let _ = writeln!(out, "    # reads {}: {}", v, features.join(", "));
+    }
+    if !view.request.is_empty() {
+        out.push_str("    args:\n");
+        for c in &view.request {
+            let _ = writeln!(
+                out,
+                "      {}: {{type: {}}}",
+                quote(&c.name),
+                c.ty.field_type()
+            );
+        }
+    }
+    let _ = writeln!(out, "    output: {{fields: {}}}", columns(&view.features));
+    out.push_str("    udf:\n      expr:\n");
+    for c in &view.features {
+        let _ = writeln!(out, "        {}: ~", quote(&c.name));
+    }
+    if !view.source.trim().is_empty() {
+        out.push_str("    # Feast's Python:\n");
+        for line in view.source.trim_end().lines() {
+            let _ = writeln!(out, "    #   {line}");
+        }
+    }
 }
 
 fn columns(cols: &[Column]) -> String {
@@ -336,5 +361,18 @@ mod tests {
         assert!(text.contains("distance: {type: float}"), "{text}");
         let doc: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).unwrap();
         assert!(doc["features"]["fare"]["udf"]["expr"]["fare"].is_null());
+        // A view that calls a library is left to Python, named with why.
+        let mut r = registry();
+        let mut m = r.on_demand["fare"].clone();
+        m.name = "m".to_owned();
+        m.source = "def m(inputs):\n    return {\"fare\": np.sqrt(inputs[\"d\"])}\n".to_owned();
+        r.on_demand.insert("m".to_owned(), m);
+        let text = overlay_skeleton(&r);
+        assert!(
+            text.contains("# left to Python: m (its body calls np.sqrt)"),
+            "{text}"
+        );
+        assert!(!text.contains("\n  m:"), "{text}");
+        assert!(text.contains("# a CEL candidate"), "{text}");
     }
 }
