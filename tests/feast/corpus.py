@@ -136,6 +136,11 @@ def on_demand():
         yield {"features": [math_[2], "driver_stats:rating"], "entities": {"driver_id": drivers}}
     yield {"features": [math_[0], fare, "checked_fare:checked_fare"],
            "entities": {"driver_id": [1001, 1002], "distance_km": [4.0, 0.0], "surge": [1.0, 1.0]}}
+    # Transformed by `feast materialize` and stored (4242: none, null as Feast answers).
+    for drivers in ([1001], [1003, 4242, 1002]):
+        yield {"features": ["stored_score:stored_score"], "entities": {"driver_id": drivers}}
+        yield {"features": ["stored_score:stored_score", "driver_stats:acc_rate"],
+               "entities": {"driver_id": drivers}}
     # singleton, two source views, request data, bytes input, string formatting
     # (one row a request: see differences()).
     label = ["trip_label:label", "trip_label:log_rating", "trip_label:avatar_len"]

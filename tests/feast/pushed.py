@@ -14,7 +14,9 @@ back the same through Feast's SDK on the Redis store and through both servers'
 (`write_to_online_store`, `push`) alike. Then what only Oka does, asserted as such: bytes in base64
 (Feast's server cannot take bytes from JSON), a request with one bad row writes
 none of its rows (400), `to: offline` is refused (400) and writes nothing, a
-record older than the stored one is skipped as Feast skips it.
+record older than the stored one is skipped as Feast skips it. An on-demand view
+written to the online store (write_to_online_store=True) by feast serve reads back
+alike through both; Oka refuses to take such a write itself.
 """
 
 import json
@@ -190,6 +192,25 @@ def main() -> int:
     check(got == (200, "null"), f"older write: {got}")
     kept = sdk_values(fs, "driver_stats", [{"driver_id": 7001}])
     check(kept["conv_rate"] == [0.10000000149011612], f"an older record replaced a newer one: {kept}")
+
+    # An on-demand view with write_to_online_store=True: feast serve runs its
+    # transformation on the write and stores the result (stamped with the
+    # write's time); Oka reads it back as feast serve does, and refuses such a
+    # write itself (it does not transform on writes yet), writing nothing.
+    df = {"driver_id": [7021, 7022], "acc_rate": [0.25, 0.5]}
+    got = post(feast_url, "/write-to-online-store", {"feature_view_name": "stored_score", "df": df})
+    check(got == (200, "null"), f"stored_score written by feast serve: {got}")
+    read = {"features": ["stored_score:stored_score"], "entities": {"driver_id": [7021, 7022, 7023]}}
+    answers = [json.loads(post(url, "/get-online-features", read)[1]) for url in (oka_url, feast_url)]
+    check(answers[0] == answers[1], f"stored_score served: Oka {answers[0]}, feast serve {answers[1]}")
+    check(answers[1]["results"][1]["values"] == [25.0, 50.0, None], f"stored_score values {answers[1]}")
+    status, body = post(oka_url, "/write-to-online-store",
+                        {"feature_view_name": "stored_score", "df": {**df, "driver_id": [7024, 7025]}})
+    check(status == 400 and "write_to_online_store=True" in body and "/v1/ingest" in body,
+          f"a write to stored_score through Oka: {status} {body}")
+    kept = json.loads(post(feast_url, "/get-online-features", {
+        "features": ["stored_score:stored_score"], "entities": {"driver_id": [7024]}})[1])
+    check(kept["results"][1]["values"] == [None], f"a refused write to stored_score wrote {kept}")
 
     if fails:
         print(f"feast-pushed: {len(fails)} failure(s)")

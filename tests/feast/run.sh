@@ -5,8 +5,8 @@
 #
 # - A Redis on a free loopback port; the test feature repository (repo/: three
 #   entities, one view keyed by two, five feature views covering every value type
-#   Feast's Redis store writes, a ttl, a feature service with an alias, five
-#   on-demand views, a push source) copied into target/feast/repo with that
+#   Feast's Redis store writes, a ttl, a feature service with an alias, six
+#   on-demand views (one stored by its writes), a push source) copied into target/feast/repo with that
 #   Redis's address; its data written by make_data.py; `feast apply`, then
 #   `feast materialize` (Feast's own SDK writes the Redis data Oka reads).
 # - `oka feast spec` (valid for `oka validate`) and `oka feast scaffold` (an
@@ -16,7 +16,7 @@
 #   present and missing entities through Feast's SDK and through Oka, equal value
 #   for value. Records written through Oka (`POST /v1/ingest`) read back through
 #   Feast's SDK (written.py), an older record than the stored one skipped as
-#   Feast skips it. `feast serve` on the same Redis: corpus.py sends 316
+#   Feast skips it. `feast serve` on the same Redis: corpus.py sends 320
 #   requests to it and to Oka's /get-online-features (answers equal as parsed
 #   JSON, the intended differences asserted), and remote.py reads through
 #   Feast's SDK as a remote-store client of each (equal); pushed.py writes the

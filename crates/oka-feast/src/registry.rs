@@ -8,6 +8,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use oka_core::value::FieldType;
+
+mod on_demand;
+pub use on_demand::OnDemandView;
 use prost::Message;
 
 use crate::config::RepoError;
@@ -163,57 +166,29 @@ pub struct FeatureView {
     /// Its batch source's `field_mapping`: a written row's column to the
     /// feature it holds.
     pub field_mapping: BTreeMap<String, String>,
+    /// An on-demand view with `write_to_online_store=True`: what is written to
+    /// it is its transformation's output (Feast runs it on the write), read back
+    /// as a feature view's rows.
+    pub transformed_on_write: bool,
 }
 
-/// An on-demand feature view: Python in Feast, run by Feast's SDK in Oka's
-/// Python workers, or given a CEL form by an overlay.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OnDemandView {
-    /// The view's name.
-    pub name: String,
-    /// `python` or `pandas`.
-    pub mode: String,
-    /// The feature views it reads, by name, with the features it reads of each.
-    pub views: Vec<(String, Vec<String>)>,
-    /// Its request sources' fields (the request data a caller sends).
-    pub request: Vec<Column>,
-    /// Its output features.
-    pub features: Vec<Column>,
-    /// The Python source, as Feast stored it (for the overlay skeleton).
-    pub source: String,
-    /// Its `singleton` flag (python mode: called once per row).
-    pub singleton: bool,
-    /// Its `write_to_online_store` flag (transformed when written, read as stored).
-    pub write_to_online_store: bool,
-    /// How many aggregations it declares (Feast then aggregates, not transforms).
-    pub aggregations: usize,
-    /// Its message in the registry, byte for byte as Feast wrote it (what a
-    /// Python worker rebuilds the view from with Feast's SDK).
-    pub proto: Vec<u8>,
-}
-
-impl OnDemandView {
-    /// Why Oka's Python workers cannot run this view as Feast does, if so.
-    pub fn not_runnable(&self) -> Option<String> {
-        if !matches!(self.mode.as_str(), "python" | "pandas") {
-            return Some(format!(
-                "mode `{}`: Oka runs python and pandas mode views",
-                self.mode
-            ));
-        }
-        if self.aggregations > 0 {
-            return Some(
-                "it declares aggregations, which Oka does not run for on-demand views".to_owned(),
-            );
-        }
-        if self.write_to_online_store {
-            return Some("write_to_online_store=True, which Oka does not serve yet".to_owned());
-        }
-        if self.proto.is_empty() {
-            return Some("its message in the registry could not be read whole".to_owned());
-        }
-        None
-    }
+/// A column of `value_type`, or an error naming it (`what`: `join key`, …) when
+/// Oka does not serve its type.
+pub(crate) fn column(
+    name: &str,
+    value_type: i32,
+    what: &str,
+    at: &dyn Fn(String) -> RepoError,
+) -> Result<Column, RepoError> {
+    let ty = FeastType::from_proto(value_type).map_err(|t| {
+        at(format!(
+            "{what} `{name}` has type {t}, which Oka does not serve"
+        ))
+    })?;
+    Ok(Column {
+        name: name.to_owned(),
+        ty,
+    })
 }
 
 /// A feature service: projections of views, each possibly renamed.
@@ -393,23 +368,20 @@ impl FeastRegistry {
         self.add_view(&view)
     }
 
-    fn add_view(&mut self, spec: &pc::FeatureViewSpec) -> Result<(), RepoError> {
-        let at = |what: String| RepoError(format!("feature view `{}`: {what}", spec.name));
+    /// A view's join keys: its entity columns, or (in older registries) its
+    /// entities' join keys.
+    pub(crate) fn join_keys(
+        &self,
+        entity_columns: &[pc::FeatureSpecV2],
+        entities: &[String],
+        at: &dyn Fn(String) -> RepoError,
+    ) -> Result<Vec<Column>, RepoError> {
         let mut join_keys = Vec::new();
-        for column in &spec.entity_columns {
-            let ty = FeastType::from_proto(column.value_type).map_err(|t| {
-                at(format!(
-                    "join key `{}` has type {t}, which Oka does not serve",
-                    column.name
-                ))
-            })?;
-            join_keys.push(Column {
-                name: column.name.clone(),
-                ty,
-            });
+        for c in entity_columns {
+            join_keys.push(column(&c.name, c.value_type, "join key", at)?);
         }
         if join_keys.is_empty() {
-            for name in &spec.entities {
+            for name in entities {
                 if let Some(e) = self.entities.get(name) {
                     join_keys.push(e.join_key.clone());
                 } else if name != DUMMY_ENTITY {
@@ -417,6 +389,12 @@ impl FeastRegistry {
                 }
             }
         }
+        Ok(join_keys)
+    }
+
+    fn add_view(&mut self, spec: &pc::FeatureViewSpec) -> Result<(), RepoError> {
+        let at = |what: String| RepoError(format!("feature view `{}`: {what}", spec.name));
+        let join_keys = self.join_keys(&spec.entity_columns, &spec.entities, &at)?;
         let mut features = Vec::new();
         for f in &spec.features {
             let ty = FeastType::from_proto(f.value_type).map_err(|t| {
@@ -465,54 +443,7 @@ impl FeastRegistry {
                     .as_ref()
                     .map(|b| b.field_mapping.clone().into_iter().collect())
                     .unwrap_or_default(),
-            },
-        );
-        Ok(())
-    }
-
-    fn add_on_demand(
-        &mut self,
-        spec: &pc::OnDemandFeatureViewSpec,
-        proto: &[u8],
-    ) -> Result<(), RepoError> {
-        let at =
-            |what: String| RepoError(format!("on-demand feature view `{}`: {what}", spec.name));
-        let (mut views, mut request) = on_demand_sources(spec, &at)?;
-        views.sort();
-        request.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut features = Vec::new();
-        for f in &spec.features {
-            let ty = FeastType::from_proto(f.value_type).map_err(|t| {
-                at(format!(
-                    "feature `{}` has type {t}, which Oka does not serve",
-                    f.name
-                ))
-            })?;
-            features.push(Column {
-                name: f.name.clone(),
-                ty,
-            });
-        }
-        let source = match &spec.feature_transformation {
-            Some(pc::FeatureTransformationV2 {
-                transformation:
-                    Some(pc::feature_transformation_v2::Transformation::UserDefinedFunction(u)),
-            }) => u.body_text.clone(),
-            _ => String::new(),
-        };
-        self.on_demand.insert(
-            spec.name.clone(),
-            OnDemandView {
-                name: spec.name.clone(),
-                mode: spec.mode.clone(),
-                views,
-                request,
-                features,
-                source,
-                singleton: spec.singleton,
-                write_to_online_store: spec.write_to_online_store,
-                aggregations: spec.aggregations.len(),
-                proto: proto.to_vec(),
+                transformed_on_write: false,
             },
         );
         Ok(())
@@ -536,61 +467,6 @@ impl FeastRegistry {
             },
         );
     }
-}
-
-/// The feature views (with the features read of each) and the request fields of
-/// an on-demand view's sources.
-#[allow(clippy::type_complexity)]
-fn on_demand_sources(
-    spec: &pc::OnDemandFeatureViewSpec,
-    at: &dyn Fn(String) -> RepoError,
-) -> Result<(Vec<(String, Vec<String>)>, Vec<Column>), RepoError> {
-    use pc::on_demand_source::Source;
-    let mut views = Vec::new();
-    let mut request = Vec::new();
-    for source in spec.sources.values() {
-        match &source.source {
-            Some(Source::FeatureView(v)) => {
-                if let Some(s) = &v.spec {
-                    views.push((
-                        s.name.clone(),
-                        s.features.iter().map(|f| f.name.clone()).collect(),
-                    ));
-                }
-            }
-            Some(Source::FeatureViewProjection(p)) => {
-                let name = if p.feature_view_name_alias.is_empty() {
-                    &p.feature_view_name
-                } else {
-                    &p.feature_view_name_alias
-                };
-                views.push((
-                    name.clone(),
-                    p.feature_columns.iter().map(|f| f.name.clone()).collect(),
-                ));
-            }
-            Some(Source::RequestDataSource(d)) => {
-                let fields = match &d.options {
-                    Some(pc::data_source::Options::RequestDataOptions(o)) => o.schema.as_slice(),
-                    _ => &[],
-                };
-                for f in fields {
-                    let ty = FeastType::from_proto(f.value_type).map_err(|t| {
-                        at(format!(
-                            "request field `{}` has type {t}, which Oka does not serve",
-                            f.name
-                        ))
-                    })?;
-                    request.push(Column {
-                        name: f.name.clone(),
-                        ty,
-                    });
-                }
-            }
-            None => {}
-        }
-    }
-    Ok((views, request))
 }
 
 #[cfg(test)]

@@ -294,6 +294,7 @@ mod tests {
                 online: true,
                 timestamp_field: "ts".to_owned(),
                 field_mapping: Default::default(),
+                transformed_on_write: false,
             },
         );
         r.on_demand.insert(
@@ -306,7 +307,6 @@ mod tests {
                 features: vec![col("fare", FeastType::Double)],
                 source: "def fare(inputs):\n    return {}\n".to_owned(),
                 singleton: false,
-                write_to_online_store: false,
                 aggregations: 0,
                 proto: b"\x0a\x00".to_vec(),
             },

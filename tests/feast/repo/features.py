@@ -217,6 +217,19 @@ def checked_fare(inputs: dict) -> dict:
     return {"checked_fare": [d * a for d, a in zip(inputs["distance_km"], inputs["acc_rate"])]}
 
 
+# Transformed when written (by `feast materialize` of its source, and feast
+# serve's /write-to-online-store), stored, and read back from the online store.
+@on_demand_feature_view(
+    sources=[driver_stats],
+    schema=[Field(name="stored_score", dtype=Float64)],
+    entities=[driver],
+    mode="python",
+    write_to_online_store=True,
+)
+def stored_score(inputs: dict) -> dict:
+    return {"stored_score": [a * 100.0 for a in inputs["acc_rate"]]}
+
+
 driver_activity = FeatureService(
     name="driver_activity",
     features=[

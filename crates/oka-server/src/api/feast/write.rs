@@ -119,6 +119,15 @@ pub async fn write_to_online_store(
         };
         bad(ErrorCode::UnknownFeature, why)
     })?;
+    if view.transformed_on_write {
+        return Err(bad(
+            ErrorCode::InvalidRequest,
+            format!(
+                "`{}` is an on-demand feature view with write_to_online_store=True: Feast runs its transformation on what is written to it, which Oka does not do on writes yet, so nothing was written. Write it through Feast's SDK (`FeatureStore.write_to_online_store`), or send its transformed values to Oka's `POST /v1/ingest` (feature `{}`)",
+                view.name, view.name
+            ),
+        ));
+    }
     write(shared, &[view], &body.df).await
 }
 
