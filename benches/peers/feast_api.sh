@@ -12,7 +12,10 @@
 # 2. Redis and Feast's data (feast_setup.sh's feast_data): 10,000 ids, test_feature
 #    and the 20 features of `wide`, written by Feast's SDK
 # 3. oka serve --feast-repo benches/peers/feast_repo --spec feast_overlay.yaml
-#    --grpc-listen … (default workers: per core, pinned) and feast serve
+#    --grpc-listen … (default workers: per core, pinned: the on-demand view in CEL),
+#    a second oka serve --feast-repo … --python VENV/bin/python without the overlay
+#    ("oka-python": the on-demand view run by Feast's SDK in Oka's Python workers,
+#    one per core; measured for `odfv` only) and feast serve
 #    --no-access-log --workers FEAST_WORKERS --max-requests 0 (the best configuration
 #    of benches/peers/run.sh's pre-run: 3); both answers checked equal (parsed JSON,
 #    columns by name) for every scenario before anything is measured
@@ -22,7 +25,8 @@
 #      one     {"features":["wide:f00","wide:f08","wide:f14"],"entities":{"id":["<key>"]}}
 #      odfv    {"features":["simple_feature:value"],"entities":{"id":["<key>"],"multiplier":[2.0]}}
 #      wide    the 20 features of `wide` for 50 random ids
-#    closed loop at each of CONNS, then `one` open loop at RATE_FRACTION of Feast's
+#    closed loop at each of CONNS (`odfv` also through oka-python), then `one`
+#    open loop at RATE_FRACTION of Feast's
 #    closed-loop RPS over 32 connections
 # 5. gRPC, when `ghz` is on PATH (or GHZ=…): `one` through Oka's ServingService at
 #    each of CONNS (ghz's own numbers; Oka's CPU from /proc)
@@ -69,6 +73,7 @@ cleanup() {
 }
 trap cleanup EXIT
 OKA_PORT=$(free_port) OKA_ADMIN=$(free_port) OKA_GRPC=$(free_port) FEAST_PORT=$(free_port)
+PY_PORT=$(free_port) PY_ADMIN=$(free_port)
 
 # ---- 2. Redis and Feast's data
 feast_data
@@ -89,6 +94,11 @@ wait_http() {
 OKA_PID=$!
 PIDS+=("$OKA_PID")
 wait_http "http://127.0.0.1:$OKA_ADMIN/readyz"
+"$OKA_BIN" serve --feast-repo "$HERE/feast_repo" --python "$VENV/bin/python" \
+    --listen "127.0.0.1:$PY_PORT" --admin-listen "127.0.0.1:$PY_ADMIN" >"$OUT/oka-python.log" 2>&1 &
+PY_PID=$!
+PIDS+=("$PY_PID")
+wait_http "http://127.0.0.1:$PY_ADMIN/readyz"
 "${FEAST[@]}" serve -h 127.0.0.1 -p "$FEAST_PORT" --no-access-log --workers "$FEAST_WORKERS" \
     --max-requests 0 >"$OUT/feast-serve.log" 2>&1 &
 FEAST_PID=$!
@@ -121,6 +131,10 @@ for s in $SCENARIOS; do
         b=$(curl -sf -X POST -H 'content-type: application/json' -d "$body" "http://127.0.0.1:$FEAST_PORT/get-online-features" | jq '.results[-1].values')
     fi
     [[ "$a" == "$b" ]] || { log "$s: Oka and Feast differ"; diff <(echo "$a") <(echo "$b") | head -20 >&2; exit 1; }
+    if [[ $s == odfv ]]; then
+        a=$(curl -sf -X POST -d "$body" "http://127.0.0.1:$PY_PORT/get-online-features" | jq '.results[-1].values')
+        [[ "$a" == "$b" ]] || { log "odfv: Oka's Python workers and Feast differ: $a, $b"; exit 1; }
+    fi
 done
 log "answers equal for: $SCENARIOS"
 
@@ -128,8 +142,11 @@ log "answers equal for: $SCENARIOS"
 measure() { # NAME SYSTEM SCENARIO oka-load-args…
     local name=$1 system=$2 s=$3 port server idle
     shift 3
-    if [[ $system == oka ]]; then port=$OKA_PORT server=$OKA_PID idle=$FEAST_PID
-    else port=$FEAST_PORT server=$FEAST_PID idle=$OKA_PID; fi
+    case $system in
+        oka) port=$OKA_PORT server=$OKA_PID idle=$FEAST_PID ;;
+        okapy) port=$PY_PORT server=$PY_PID idle=$FEAST_PID ;;
+        *) port=$FEAST_PORT server=$FEAST_PID idle=$OKA_PID ;;
+    esac
     flock "$LOCK" bash "$HERE/measure.sh" "$OUT/runs/$name.json" "$server" "$idle" "$REDIS_PID" -- \
         "$LOAD_BIN" --duration "$DURATION" --keys "$KEYS" --label "$name" --addr "127.0.0.1:$port" \
         --path /get-online-features --feature simple_feature --batch "${BATCH[$s]}" \
@@ -138,11 +155,14 @@ measure() { # NAME SYSTEM SCENARIO oka-load-args…
 }
 DURATION_MAIN=$DURATION DURATION=2
 for s in $SCENARIOS; do measure "warmup-oka-$s" oka "$s" --connections 8; measure "warmup-feast-$s" feast "$s" --connections 8; done
+measure warmup-okapy-odfv okapy odfv --connections 8
 DURATION=$DURATION_MAIN
 for r in $(seq "$ROUNDS"); do
     for s in $SCENARIOS; do
         for c in $CONNS; do
-            for system in oka feast; do measure "r$r-$system-$s-c$c" "$system" "$s" --connections "$c"; done
+            systems="oka feast"
+            [[ $s == odfv ]] && systems="oka okapy feast"
+            for system in $systems; do measure "r$r-$system-$s-c$c" "$system" "$s" --connections "$c"; done
         done
     done
 done

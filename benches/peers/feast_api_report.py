@@ -23,7 +23,7 @@ def main() -> None:
     runs = {}
     for path in glob.glob(os.path.join(out, "runs", "r*.json")):
         name = os.path.basename(path)[:-5]
-        m = re.fullmatch(r"r(\d+)-(oka|feast|grpc)-(\w+?)-(c\d+|open)", name)
+        m = re.fullmatch(r"r(\d+)-(oka|okapy|feast|grpc)-(\w+?)-(c\d+|open)", name)
         if m:
             runs.setdefault(m.group(2, 3, 4), []).append(json.load(open(path)))
     rows, table = [], []
@@ -33,7 +33,7 @@ def main() -> None:
     for scenario in ("one", "odfv", "wide"):
         for conns in ("c8", "c32", "open"):
             medians = {}
-            for system in ("oka", "feast"):
+            for system in ("oka", "okapy", "feast"):
                 rs = runs.get((system, scenario, conns))
                 if not rs:
                     continue
@@ -54,14 +54,20 @@ def main() -> None:
                     f"| {label} | {system} | {m['rps']:,.0f} | {m['p50']:.3f} | {m['p99']:.3f} "
                     f"| {m['p999']:.3f} | {m['cpu_us']:,.0f} | {m['cpu_redis_us']:,.0f} "
                     f"| {m['gen_us']:,.0f} | {m['errors']} |")
-            if len(medians) == 2:
-                o, f = medians["oka"], medians["feast"]
+            f = medians.get("feast")
+            for system, label in (("oka", "Oka/Feast"), ("okapy", "Oka Python/Feast")):
+                o = medians.get(system)
+                if not o or not f:
+                    continue
                 ratio = {k: (o[k] / f[k] if f[k] else None) for k in ("rps", "p50", "p99", "p999", "cpu_us", "cpu_redis_us")}
                 table.append(
-                    f"| | **Oka/Feast** | **{ratio['rps']:.1f}×** | {ratio['p50']:.3f} | {ratio['p99']:.3f} "
+                    f"| | **{label}** | **{ratio['rps']:.1f}×** | {ratio['p50']:.3f} | {ratio['p99']:.3f} "
                     f"| {ratio['p999']:.3f} | {ratio['cpu_us']:.3f} | {ratio['cpu_redis_us']:.3f} | | |")
-                rows.append({"scenario": scenario, "connections": conns, "oka": o, "feast": f,
-                             "oka_over_feast": ratio})
+                row = {"scenario": scenario, "connections": conns, "oka": o, "feast": f,
+                       "oka_over_feast": ratio}
+                if system == "okapy":
+                    row = {**row, "runtime": "python"}
+                rows.append(row)
     grpc = []
     for conns in ("c8", "c32"):
         rs = runs.get(("grpc", "one", conns))
