@@ -33,7 +33,8 @@
 # 6. benches/peers/out-feast-api/results.md and results.json (feast_api_report.py)
 # Everything binds 127.0.0.1; every process started here is stopped by PID on exit.
 #
-# Env overrides: DURATION (10), ROUNDS (3), CONNS ("8 32"), RATE_FRACTION (0.5),
+# Env overrides: DURATION (10), ROUNDS (3), CONNS ("8 32"), SCENARIOS ("one odfv
+# wide"; the open loop runs when `one` is among them), RATE_FRACTION (0.5),
 # FEAST_WORKERS (3), KEYS (10000), SKIP_BUILD=1, GHZ (path to ghz).
 set -euo pipefail
 trap 'echo "feast-api: line $LINENO: $BASH_COMMAND failed (rc $?)" >&2' ERR
@@ -114,7 +115,7 @@ declare -A BODY=(
     [wide]="{\"features\":[$wide_features],\"entities\":{\"id\":[{keys}]}}"
 )
 declare -A BATCH=([one]=1 [odfv]=1 [wide]=50)
-SCENARIOS="one odfv wide"
+SCENARIOS=${SCENARIOS:-one odfv wide}
 
 # Both servers give the same answer (columns by name) for each scenario's request.
 for s in $SCENARIOS; do
@@ -155,7 +156,7 @@ measure() { # NAME SYSTEM SCENARIO oka-load-args…
 }
 DURATION_MAIN=$DURATION DURATION=2
 for s in $SCENARIOS; do measure "warmup-oka-$s" oka "$s" --connections 8; measure "warmup-feast-$s" feast "$s" --connections 8; done
-measure warmup-okapy-odfv okapy odfv --connections 8
+[[ " $SCENARIOS " != *" odfv "* ]] || measure warmup-okapy-odfv okapy odfv --connections 8
 DURATION=$DURATION_MAIN
 for r in $(seq "$ROUNDS"); do
     for s in $SCENARIOS; do
@@ -166,12 +167,15 @@ for r in $(seq "$ROUNDS"); do
         done
     done
 done
-RATE=$(for r in $(seq "$ROUNDS"); do for c in $CONNS; do jq .rps "$OUT/runs/r$r-feast-one-c$c.json"; done; done \
-    | sort -n | awk -v f="$RATE_FRACTION" '{v[NR]=$1} END {print int(v[int((NR+1)/2)] * f)}')
-log "open loop at $RATE requests/s"
-for r in $(seq "$ROUNDS"); do
-    for system in oka feast; do measure "r$r-$system-one-open" "$system" one --connections 32 --rate "$RATE"; done
-done
+RATE=0
+if [[ " $SCENARIOS " == *" one "* ]]; then
+    RATE=$(for r in $(seq "$ROUNDS"); do for c in $CONNS; do jq .rps "$OUT/runs/r$r-feast-one-c$c.json"; done; done \
+        | sort -n | awk -v f="$RATE_FRACTION" '{v[NR]=$1} END {print int(v[int((NR+1)/2)] * f)}')
+    log "open loop at $RATE requests/s"
+    for r in $(seq "$ROUNDS"); do
+        for system in oka feast; do measure "r$r-$system-one-open" "$system" one --connections 32 --rate "$RATE"; done
+    done
+fi
 
 # ---- 5. gRPC (Oka's ServingService; feast serve has none)
 if [[ -n $GHZ ]]; then
