@@ -128,9 +128,10 @@ def on_demand():
            "entities": pairs}
     yield {"features": ["dispatch_priority:priority", fare],
            "entities": {**pairs, "distance_km": [1.0, 2.0, 3.0], "surge": [1.0, 1.0, 1.0]}}
-    # Run by Feast's SDK in Oka's Python workers: numpy, a Float32 output, a
+    # Run by Feast's SDK in Oka's Python workers: numpy, Float32 outputs (one a list), a
     # None input handled by the view (1003's avg_daily_trips).
-    math_ = ["driver_math:acc_sqrt", "driver_math:trips_sign", "driver_math:rating_third"]
+    math_ = ["driver_math:acc_sqrt", "driver_math:trips_sign", "driver_math:rating_third",
+             "driver_math:rating_thirds"]
     for drivers in ([1001], [1002, 1003], [1003, 1001, 1002]):
         yield {"features": math_, "entities": {"driver_id": drivers}}
         yield {"features": [math_[2], "driver_stats:rating"], "entities": {"driver_id": drivers}}

@@ -559,33 +559,42 @@ def _b64_decoder(kind):
     return lambda v: None if v is None else [None if x is None else one(x) for x in v]
 
 
-def _out_converter(kind, field, convert):
-    """Feast's narrowing of an output `kind` (`float32`, `bytes`, lists of
-    them), then Oka's check of the value as its column's type."""
+def _out_converter(kind, field, max_chars):
+    """An output of Feast type `kind` (`float32`, `bytes`, or a list of
+    either) narrowed as Feast narrows it (a Float32 to 32 bits; bytes into
+    Oka's base64), then checked as Oka's column type."""
     import base64
     import struct
 
-    f32 = struct.Struct("<f")
+    inner = kind[5:-1] if kind.startswith("list<") else kind
+    if inner == "float32":
+        f32 = struct.Struct("<f")
+        check = converter("float", max_chars)
 
-    def narrow(x):
-        if kind.endswith("float32"):
-            x = convert(field, x)
-            return None if x is None else f32.unpack(f32.pack(x))[0]
-        if isinstance(x, (bytes, bytearray)):
-            return base64.b64encode(x).decode("ascii")
-        return x
+        def one(x):
+            try:
+                return f32.unpack(f32.pack(check(field, x)))[0]
+            except (OverflowError, struct.error):
+                raise Bad("field `%s`: %s is outside a Float32's range" % (field, describe(x)))
+    else:
+        check = converter("string", max_chars)
 
-    if kind.startswith("list<"):
-        def conv(v):
-            if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
-                v = v.tolist()
-            if type(v) is not list and type(v) is not tuple:
-                raise Bad("field `%s`: expected a list, got %s" % (field, describe(v)))
-            return [None if x is None else narrow(x) for x in v]
-        return conv
-    if kind == "float32":
-        return narrow
-    return lambda v: convert(field, narrow(v))
+        def one(x):
+            if isinstance(x, (bytes, bytearray)):
+                x = base64.b64encode(x).decode("ascii")
+            return check(field, x)
+
+    if inner == kind:
+        return one
+
+    def many(v):
+        if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
+            v = v.tolist()
+        if type(v) is not list and type(v) is not tuple:
+            raise Bad("field `%s`: expected %s, got %s" % (field, kind, describe(v)))
+        return [None if x is None else one(x) for x in v]
+
+    return many
 
 
 def feast_udf(repo, proto, name, inputs, args, outputs, extra, max_chars):
@@ -605,11 +614,10 @@ def feast_udf(repo, proto, name, inputs, args, outputs, extra, max_chars):
         if omittable:
             outs.append((name_, None))
             continue
-        convert = converter(kind, max_chars)
         if name_ in kinds_out:
-            convert = _out_converter(kinds_out[name_], name_, convert)
+            convert = _out_converter(kinds_out[name_], name_, max_chars)
         else:
-            convert = (lambda c, f: lambda v: c(f, v))(convert, name_)
+            convert = (lambda c, f: lambda v: c(f, v))(converter(kind, max_chars), name_)
         outs.append((name_, convert))
     omitted = sum(1 << j for j, (_, c) in enumerate(outs) if c is None)
     pandas = view.mode == "pandas"

@@ -191,6 +191,7 @@ def trip_label(inputs: dict) -> dict:
         Field(name="acc_sqrt", dtype=Float64),
         Field(name="trips_sign", dtype=Int64),
         Field(name="rating_third", dtype=Float32),
+        Field(name="rating_thirds", dtype=Array(Float32)),
     ],
     mode="python",
 )
@@ -202,6 +203,7 @@ def driver_math(inputs: dict) -> dict:
         "acc_sqrt": np.sqrt(acc).tolist(),
         "trips_sign": [0 if t is None else int(np.sign(t)) for t in inputs["avg_daily_trips"]],
         "rating_third": [np.float32(r / 3.0) for r in inputs["rating"]],
+        "rating_thirds": [[np.float32(r / 3.0), np.float32(0.1)] for r in inputs["rating"]],
     }
 
 

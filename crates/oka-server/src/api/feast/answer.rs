@@ -9,18 +9,20 @@ use oka_core::value::write_json_str;
 use oka_core::{Row, Timestamp, Value};
 
 use super::{Computed, Out, Plan};
+use crate::error::ApiError;
 
-/// Writes the answer in Feast's shape.
-pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"{\"results\":[");
+/// Writes the answer in Feast's shape; an error, writing nothing, when an
+/// on-demand feature failed for a row ([`Plan::checked_outcomes`]).
+pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Result<(), ApiError> {
     let mut views: Vec<Gathered> = plan
-        .outcomes(computed)
+        .checked_outcomes(computed)?
         .into_iter()
         .map(|outcomes| Gathered {
             outcomes,
             times: None,
         })
         .collect();
+    out.extend_from_slice(b"{\"results\":[");
     for (c, column) in plan.columns.iter().enumerate() {
         if c > 0 {
             out.push(b',');
@@ -48,6 +50,7 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) {
         write_json_str(out, name);
     }
     out.extend_from_slice(b"]}}");
+    Ok(())
 }
 
 const EPOCH: &str = "1970-01-01T00:00:00Z";

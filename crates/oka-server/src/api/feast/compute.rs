@@ -42,10 +42,9 @@ pub(crate) async fn features(
     let (requests, plan) = super::parse(&feast, &loaded.registry, body)?;
     let mut timing = Timing::default();
     let groups = compute_groups(state, &loaded, requests, call, &mut timing).await?;
-    plan.failures(&groups)?;
     let t = Instant::now();
     let mut out = Vec::with_capacity(256 + 64 * plan.rows * plan.columns.len());
-    super::write_response(&groups, &plan, &mut out);
+    super::write_response(&groups, &plan, &mut out)?;
     let done = Instant::now();
     timing.encode = done.saturating_duration_since(t);
     computed(&state.shared, call, done, key_count(&groups));

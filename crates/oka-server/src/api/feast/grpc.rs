@@ -163,9 +163,8 @@ fn response(computed: &Computed, plan: &Plan) -> Result<GetOnlineFeaturesRespons
         tracing::warn!(error = %e.0, "a value could not be written as Feast's");
         ApiError::new(ErrorCode::Internal, "internal error")
     };
-    plan.failures(computed)?;
     let epoch = prost_types::Timestamp::default();
-    let views = plan.outcomes(computed);
+    let views = plan.checked_outcomes(computed)?;
     let mut results = Vec::with_capacity(plan.columns.len());
     for column in &plan.columns {
         let vector = match column {

@@ -98,24 +98,21 @@ impl Plan {
 }
 
 impl Plan {
-    /// An error naming the first on-demand feature whose UDF failed for a row:
-    /// Feast's answer has no per-value error, and a failure is not a null.
-    pub(crate) fn failures(&self, computed: &Computed) -> Result<(), ApiError> {
-        let on_demand = |c: &Out| {
-            matches!(
-                c,
-                Out::Feature {
-                    on_demand: true,
-                    ..
-                }
-            )
-        };
-        if !self.columns.iter().any(on_demand) {
-            return Ok(());
-        }
+    /// Each target's outcome for each row ([`Self::outcomes`]), or an error
+    /// naming the first feature whose UDF failed for a row: Feast's answer has no
+    /// per-value error, and a failure is not a null.
+    pub(crate) fn checked_outcomes<'o>(
+        &self,
+        computed: &'o Computed,
+    ) -> Result<Vec<Vec<Option<&'o Outcome>>>, ApiError> {
         let views = self.outcomes(computed);
         for (name, column) in self.names.iter().zip(&self.columns) {
-            let Out::Feature { target, .. } = column else {
+            let Out::Feature {
+                target,
+                on_demand: true,
+                ..
+            } = column
+            else {
                 continue;
             };
             let failed = views[*target]
@@ -135,7 +132,7 @@ impl Plan {
                 ));
             }
         }
-        Ok(())
+        Ok(views)
     }
 }
 
