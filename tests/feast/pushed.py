@@ -15,12 +15,16 @@ back the same through Feast's SDK on the Redis store and through both servers'
 (Feast's server cannot take bytes from JSON), a request with one bad row writes
 none of its rows (400), `to: offline` is refused (400) and writes nothing, a
 record older than the stored one is skipped as Feast skips it. An on-demand view
-written to the online store (write_to_online_store=True) by feast serve reads back
-alike through both; Oka refuses to take such a write itself.
+written to the online store (write_to_online_store=True): each server transforms
+what is written to it and stores the result stamped with the write's time, and
+both read it back alike (with `transform_on_write: false` too); a transformation
+that raises is a clear 500 `udf_failed` from Oka, and writes nothing.
 """
 
+import datetime
 import json
 import sys
+import time
 import urllib.error
 import urllib.request
 import warnings
@@ -193,24 +197,54 @@ def main() -> int:
     kept = sdk_values(fs, "driver_stats", [{"driver_id": 7001}])
     check(kept["conv_rate"] == [0.10000000149011612], f"an older record replaced a newer one: {kept}")
 
-    # An on-demand view with write_to_online_store=True: feast serve runs its
-    # transformation on the write and stores the result (stamped with the
-    # write's time); Oka reads it back as feast serve does, and refuses such a
-    # write itself (it does not transform on writes yet), writing nothing.
+    # An on-demand view with write_to_online_store=True: each server runs its
+    # transformation on the write (Oka: Feast's SDK in its Python pool) and
+    # stores the result, stamped with the write's time; both read it back alike.
     df = {"driver_id": [7021, 7022], "acc_rate": [0.25, 0.5]}
     got = post(feast_url, "/write-to-online-store", {"feature_view_name": "stored_score", "df": df})
     check(got == (200, "null"), f"stored_score written by feast serve: {got}")
-    read = {"features": ["stored_score:stored_score"], "entities": {"driver_id": [7021, 7022, 7023]}}
+    before = time.time()
+    got = post(oka_url, "/write-to-online-store",
+               {"feature_view_name": "stored_score", "df": {"driver_id": [7024, 7025], "acc_rate": [0.25, 0.75]}})
+    check(got == (200, "null"), f"stored_score written by Oka: {got}")
+    read = {"features": ["stored_score:stored_score"], "entities": {"driver_id": [7021, 7022, 7023, 7024, 7025]}}
     answers = [json.loads(post(url, "/get-online-features", read)[1]) for url in (oka_url, feast_url)]
     check(answers[0] == answers[1], f"stored_score served: Oka {answers[0]}, feast serve {answers[1]}")
-    check(answers[1]["results"][1]["values"] == [25.0, 50.0, None], f"stored_score values {answers[1]}")
+    check(answers[1]["results"][1]["values"] == [25.0, 50.0, None, 25.0, 75.0], f"stored_score values {answers[1]}")
+    stamps = answers[1]["results"][1]["event_timestamps"][3:]
+    for stamp in stamps:
+        at = datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+        check(before - 1 <= at <= time.time() + 1, f"stored_score written by Oka is stamped {stamp}, not the write's time")
+    # The same in pandas mode.
+    for url, driver in ((feast_url, 7031), (oka_url, 7032)):
+        got = post(url, "/write-to-online-store", {"feature_view_name": "stored_band", "df": {
+            "driver_id": [driver], "avg_daily_trips": [47], "acc_rate": [0.5]}})
+        check(got == (200, "null"), f"stored_band written via {url}: {got}")
+    read = {"features": ["stored_band:trips_tenths", "stored_band:rate_pct"], "entities": {"driver_id": [7031, 7032]}}
+    answers = [json.loads(post(url, "/get-online-features", read)[1]) for url in (oka_url, feast_url)]
+    # By name: feast serve orders a stored on-demand view's features as a
+    # Python set of their names iterates.
+    values = [dict(zip(a["metadata"]["feature_names"], (r["values"] for r in a["results"]))) for a in answers]
+    check(values[0] == values[1] and values[1]["trips_tenths"] == [4.7, 4.7] and values[1]["rate_pct"] == [50.0, 50.0],
+          f"stored_band: Oka {answers[0]}, feast serve {answers[1]}")
+    # transform_on_write=False stores `df` as given, through both.
+    for url, driver in ((feast_url, 7026), (oka_url, 7027)):
+        got = post(url, "/write-to-online-store", {"feature_view_name": "stored_score", "transform_on_write": False,
+                                                   "df": {"driver_id": [driver], "stored_score": [1.5]}})
+        check(got == (200, "null"), f"an untransformed write to stored_score via {url}: {got}")
+    read = {"features": ["stored_score:stored_score"], "entities": {"driver_id": [7026, 7027]}}
+    answers = [json.loads(post(url, "/get-online-features", read)[1]) for url in (oka_url, feast_url)]
+    check(answers[0] == answers[1] and answers[1]["results"][1]["values"] == [1.5, 1.5],
+          f"untransformed stored_score: Oka {answers[0]}, feast serve {answers[1]}")
+    # A transformation that raises on `df` (no `acc_rate`): a clear error naming
+    # the view and the exception, and nothing written.
     status, body = post(oka_url, "/write-to-online-store",
-                        {"feature_view_name": "stored_score", "df": {**df, "driver_id": [7024, 7025]}})
-    check(status == 400 and "write_to_online_store=True" in body and "/v1/ingest" in body,
-          f"a write to stored_score through Oka: {status} {body}")
+                        {"feature_view_name": "stored_score", "df": {"driver_id": [7028], "conv_rate": [0.5]}})
+    check(status == 500 and "udf_failed" in body and "stored_score" in body and "KeyError" in body
+          and "nothing was written" in body, f"a failing transformation on write: {status} {body}")
     kept = json.loads(post(feast_url, "/get-online-features", {
-        "features": ["stored_score:stored_score"], "entities": {"driver_id": [7024]}})[1])
-    check(kept["results"][1]["values"] == [None], f"a refused write to stored_score wrote {kept}")
+        "features": ["stored_score:stored_score"], "entities": {"driver_id": [7028]}})[1])
+    check(kept["results"][1]["values"] == [None], f"a failed transformation wrote {kept}")
 
     if fails:
         print(f"feast-pushed: {len(fails)} failure(s)")

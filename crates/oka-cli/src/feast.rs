@@ -109,7 +109,8 @@ pub fn check_overlay(
 }
 
 /// The registry's on-demand views as the Python pool runs them (`repo`: the
-/// repository, put on the workers' `sys.path` as `feast serve` has it).
+/// repository, put on the workers' `sys.path` as `feast serve` has it): those
+/// computed on reads, and those with `write_to_online_store=True`, run on writes.
 pub fn python_views(repo: &Path, registry: &FeastRegistry) -> Vec<oka_python::FeastView> {
     use oka_feast::registry::{Column, FeastType, Scalar};
     let repo = std::fs::canonicalize(repo).unwrap_or_else(|_| repo.to_path_buf());
@@ -123,6 +124,17 @@ pub fn python_views(repo: &Path, registry: &FeastRegistry) -> Vec<oka_python::Fe
         FeastType::List(Scalar::Float) => Some((c.name.clone(), "list<float32>")),
         _ => kind_in(c),
     };
+    let written = (registry.views.values()).filter_map(|v| {
+        v.on_write.as_ref().map(|proto| oka_python::FeastView {
+            name: v.name.clone(),
+            repo: repo.clone(),
+            proto: std::sync::Arc::clone(proto),
+            reads: Vec::new(),
+            kinds_in: Vec::new(),
+            kinds_out: Vec::new(),
+            on_write: true,
+        })
+    });
     (registry.on_demand.values())
         .map(|view| {
             let sources = view.views.iter().filter_map(|(v, _)| registry.views.get(v));
@@ -137,8 +149,10 @@ pub fn python_views(repo: &Path, registry: &FeastRegistry) -> Vec<oka_python::Fe
                 reads: view.views.clone(),
                 kinds_in,
                 kinds_out: view.features.iter().filter_map(kind_out).collect(),
+                on_write: false,
             }
         })
+        .chain(written)
         .collect()
 }
 

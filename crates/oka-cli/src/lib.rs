@@ -364,7 +364,7 @@ fn without_runtimes(registry: &Arc<Registry>, natives: &NativeUdfs) -> Arc<Regis
     }
 }
 
-fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
+fn serve(mut args: ServeArgs, natives: NativeUdfs) -> Result<()> {
     RELOADS_ON_HANGUP.store(true, std::sync::atomic::Ordering::Release);
     logs::init(args.log_format);
     logs::quiet_udf_panics();
@@ -373,7 +373,7 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         load::spec_and_keys(args.spec_from(), keys_file, &natives, args.python_config())
             .map_err(|e| anyhow::anyhow!(e.message))?;
     let (registry, keys, runtimes) = (load.registry, load.keys, load.runtimes);
-    let mut args = args;
+    let transforms = load.transforms;
     let (feast, feast_store) = feast::prepare(&mut args.store, feast)?.unzip();
     let tls = args.tls.load().map_err(|e| anyhow::anyhow!(e.message))?;
     let tracer = args.trace.start("oka")?;
@@ -400,7 +400,6 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
                 "no --store given: serving from memory:// inside this process; what is ingested is lost when it exits (give --store redis://… for a store that lasts)"
             );
         }
-        let limits = limits(&args);
         let sources_registry = without_runtimes(&registry, &natives);
         let sources = load::Sources {
             feast_store,
@@ -409,9 +408,10 @@ fn serve(args: ServeArgs, natives: NativeUdfs) -> Result<()> {
         let reloader = load::reloader(sources, natives, Arc::clone(&store), feast_registry.clone());
         let shared = Shared::builder(registry, store)
             .runtimes(runtimes)
+            .transforms(transforms)
             .feast(feast_registry)
             .store_name(stores::redact(args.store.url()))
-            .limits(limits)
+            .limits(limits(&args))
             .writer(args.writer.config())
             .keys(keys)
             .reloader(reloader)

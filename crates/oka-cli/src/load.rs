@@ -170,8 +170,11 @@ pub(crate) fn spec_and_keys(
         }
         _ => Vec::new(),
     };
-    let (registry, pool) =
-        crate::python::load(&origin, spec, natives, python, views).map_err(|e| fail(&e))?;
+    let crate::python::WithPython {
+        registry,
+        pool,
+        transforms,
+    } = crate::python::load(&origin, spec, natives, python, views).map_err(|e| fail(&e))?;
     if let (Some((_, f)), SpecFrom::Feast { skip_unmapped, .. }) = (&feast, from) {
         crate::feast::check_overlay(f, &registry, skip_unmapped).map_err(|e| fail(&e))?;
     }
@@ -191,6 +194,7 @@ pub(crate) fn spec_and_keys(
         registry: Arc::new(registry),
         keys,
         runtimes: crate::python::PoolRuntime::list(pool),
+        transforms,
     };
     Ok((load, feast))
 }

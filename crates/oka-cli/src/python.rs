@@ -9,7 +9,7 @@ use std::sync::Arc;
 use oka_core::loader::UdfRuntimes;
 use oka_core::{NativeUdfs, Registry, SpecErrors};
 use oka_python::{Config, PythonPool, PythonRuntime};
-use oka_server::udf_runtime::UdfRuntime;
+use oka_server::udf_runtime::{UdfRuntime, WriteTransforms};
 use prometheus_client::collector::Collector;
 
 /// How Python UDFs run.
@@ -64,24 +64,51 @@ pub enum LoadError {
     Python(String),
 }
 
+/// A spec loaded with its Python UDFs' pool.
+#[derive(Debug)]
+pub struct WithPython {
+    /// The registry.
+    pub registry: Registry,
+    /// The pool (`None` when nothing runs in Python).
+    pub pool: Option<PythonPool>,
+    /// The transformations of writes, by feature (Feast's on-demand views with
+    /// `write_to_online_store=True`).
+    pub transforms: WriteTransforms,
+}
+
 /// Loads a spec; its Python UDFs, if any, get a pool of `config`'s workers,
 /// started and loaded (`None` when there are none). `feast`: the on-demand
-/// views of the Feast registry the spec was built from (its `style: feast` UDFs).
+/// views of the Feast registry the spec was built from (its `style: feast` UDFs,
+/// and the views run on writes).
 pub fn load(
     origin: &str,
     spec: oka_core::spec::Spec,
     natives: &NativeUdfs,
     config: Config,
     feast: Vec<oka_python::FeastView>,
-) -> Result<(Registry, Option<PythonPool>), LoadError> {
+) -> Result<WithPython, LoadError> {
+    let written: Vec<(String, PathBuf)> = (feast.iter())
+        .filter(|v| v.on_write)
+        .map(|v| (v.name.clone(), v.repo.join("feature_store.yaml")))
+        .collect();
     let runtime = PythonRuntime::new(config).with_feast(feast);
     let runtimes = UdfRuntimes {
         natives,
         python: Some(&runtime),
     };
     let registry = Registry::load_with(origin, spec, runtimes).map_err(LoadError::Spec)?;
+    let mut transforms = WriteTransforms::new();
+    for (name, repo) in written {
+        let transform = (runtime.declare_write(&name, &repo))
+            .map_err(|e| LoadError::Python(format!("{}: {}", repo.display(), e.message)))?;
+        transforms.insert(name, transform);
+    }
     let pool = runtime.start().map_err(|e| LoadError::Python(e.0))?;
-    Ok((registry, pool))
+    Ok(WithPython {
+        registry,
+        pool,
+        transforms,
+    })
 }
 
 /// The pool as the server sees it.
@@ -231,7 +258,9 @@ pub fn validate(
         (None, None) => anyhow::bail!("give --spec or --volga-module"),
     };
     match load(&origin, spec, natives, python.config(1), Vec::new()) {
-        Ok((r, pool)) => {
+        Ok(WithPython {
+            registry: r, pool, ..
+        }) => {
             let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
             let entities = r.entities().count();
             let python_udfs = pool.map_or(0, |p| p.udfs().len());

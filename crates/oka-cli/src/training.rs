@@ -72,7 +72,12 @@ pub fn run(args: TrainingArgs, natives: &NativeUdfs) -> Result<ExitCode> {
     // Python UDFs run in a pool as they do when serving: one worker per CPU
     // unless --python-workers says otherwise.
     let python = args.python.config(oka_server::runtime::available_cpus());
-    let (registry, _pool) = crate::python::load(&origin, spec, natives, python, Vec::new())
+    // The pool (`_pool`) runs while the training set is built.
+    let crate::python::WithPython {
+        registry,
+        pool: _pool,
+        ..
+    } = crate::python::load(&origin, spec, natives, python, Vec::new())
         .map_err(|e| anyhow!("{e}"))?;
     crate::logs::quiet_udf_panics();
     let stop = Arc::new(AtomicBool::new(false));

@@ -154,6 +154,32 @@ pub trait PythonUdfs {
     fn declare(&self, decl: PythonDecl) -> Result<Arc<dyn BatchUdf>, DeclareError>;
 }
 
+/// A transformation of the rows written to a feature, run elsewhere (a Feast
+/// on-demand view with `write_to_online_store=True`, in the Python pool): the
+/// written columns in, the columns to store out, each as JSON text (an object
+/// of column name to its values, one per row).
+pub trait WriteTransform: Send + Sync + fmt::Debug {
+    /// Where its code is, for a person: `Feast on-demand view NAME`.
+    fn source(&self) -> &str;
+    /// Transforms `columns`, answering by `deadline`.
+    fn transform(&self, columns: String, deadline: Option<Instant>) -> TransformFuture;
+}
+
+/// A write transformation's answer: the columns to store, as JSON text.
+pub type TransformFuture = Pin<Box<dyn Future<Output = Result<String, TransformError>> + Send>>;
+
+/// Why a write transformation has no answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransformError {
+    /// The runtime could not run it (timed out, unavailable, overloaded).
+    #[error(transparent)]
+    Batch(#[from] BatchError),
+    /// It ran and failed (raised, or answered something that cannot be stored).
+    #[error(transparent)]
+    Failed(#[from] UdfError),
+}
+
 /// The default limit of one key's call of a Python UDF.
 pub const DEFAULT_PYTHON_TIMEOUT: Duration = Duration::from_millis(1000);
 

@@ -166,10 +166,11 @@ pub struct FeatureView {
     /// Its batch source's `field_mapping`: a written row's column to the
     /// feature it holds.
     pub field_mapping: BTreeMap<String, String>,
-    /// An on-demand view with `write_to_online_store=True`: what is written to
-    /// it is its transformation's output (Feast runs it on the write), read back
-    /// as a feature view's rows.
-    pub transformed_on_write: bool,
+    /// An on-demand view with `write_to_online_store=True`: its message in the
+    /// registry, byte for byte. What is written to it is its transformation's
+    /// output (Feast runs it on the write, stamped with the write's time), read
+    /// back as a feature view's rows.
+    pub on_write: Option<std::sync::Arc<[u8]>>,
 }
 
 /// A column of `value_type`, or an error naming it (`what`: `join key`, …) when
@@ -443,7 +444,7 @@ impl FeastRegistry {
                     .as_ref()
                     .map(|b| b.field_mapping.clone().into_iter().collect())
                     .unwrap_or_default(),
-                transformed_on_write: false,
+                on_write: None,
             },
         );
         Ok(())

@@ -294,7 +294,7 @@ mod tests {
                 online: true,
                 timestamp_field: "ts".to_owned(),
                 field_mapping: Default::default(),
-                transformed_on_write: false,
+                on_write: None,
             },
         );
         r.on_demand.insert(

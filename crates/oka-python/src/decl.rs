@@ -39,6 +39,10 @@ pub struct FeastView {
     /// Output columns Feast narrows: `float32`, `list<float32>`, `bytes` and
     /// `list<bytes>` (Oka keeps bytes as base64).
     pub kinds_out: Vec<(String, &'static str)>,
+    /// A view with `write_to_online_store=True`: run on what is written to it
+    /// ([`PythonRuntime::declare_write`](crate::PythonRuntime::declare_write)),
+    /// not on reads.
+    pub on_write: bool,
 }
 
 /// One Python UDF as the pool runs it.
@@ -196,7 +200,10 @@ impl UdfEntry {
             w.str(&c.ty.to_string());
             w.bool(out.key_index.contains(&i) || i == out.timestamp_index);
         }
-        w.str(self.decl.style.name());
+        match &self.feast {
+            Some(view) if view.on_write => w.str("feast_write"),
+            _ => w.str(self.decl.style.name()),
+        }
         match &self.feast {
             Some(view) => self.write_feast(w, view),
             None => w.none(),

@@ -20,6 +20,7 @@
 //! - `stats`: the pool's metrics.
 //! - `pool`: the workers, the queue, and how calls become batches.
 //! - `supervise`: each worker's thread: answers, time limits, replacement.
+//! - `transform`: a Feast view's transformation of what is written to it.
 //! - [`inproc`]: the same UDFs run in the caller's own interpreter (`oka-engine`).
 //! - [`volga`]: Volga's modules: Oka's stand-in for `volga.api`, and a module
 //!   described as a spec.
@@ -33,16 +34,18 @@ mod protocol;
 mod results;
 mod stats;
 mod supervise;
+mod transform;
 pub mod volga;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use oka_core::batch::{BatchUdf, DeclareError, PythonDecl};
+use oka_core::batch::{BatchUdf, DeclareError, PythonDecl, WriteTransform};
 
 pub use decl::FeastView;
 pub use protocol::LoadProblem;
 pub use stats::Health;
+pub use transform::{FeastWrite, WRITE_TIMEOUT};
 
 use crate::decl::{UdfEntry, describe_problems};
 use crate::pool::{Pool, PoolCell, PythonUdf};
@@ -170,8 +173,9 @@ impl PythonRuntime {
     }
 }
 
-impl oka_core::batch::PythonUdfs for PythonRuntime {
-    fn declare(&self, decl: PythonDecl) -> Result<Arc<dyn BatchUdf>, DeclareError> {
+impl PythonRuntime {
+    /// Adds `decl` to the UDFs the workers load: its index and label.
+    fn add(&self, decl: PythonDecl) -> Result<(usize, String), DeclareError> {
         let entry = UdfEntry::new(decl, self.config.memory_mib, &self.feast)
             .map_err(|e| DeclareError { message: e.0 })?;
         let label = entry.label().to_owned();
@@ -179,8 +183,30 @@ impl oka_core::batch::PythonUdfs for PythonRuntime {
             .entries
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let index = entries.len();
         entries.push(entry);
+        Ok((entries.len() - 1, label))
+    }
+
+    /// The runner of the Feast view `name`'s transformation on writes (a view
+    /// given to [`Self::with_feast`] with `on_write`); `repo`: the repository's
+    /// feature_store.yaml. Declared before [`Self::start`].
+    pub fn declare_write(
+        &self,
+        name: &str,
+        repo: &std::path::Path,
+    ) -> Result<Arc<dyn WriteTransform>, DeclareError> {
+        let (index, label) = self.add(transform::decl(name, repo))?;
+        Ok(Arc::new(FeastWrite {
+            cell: Arc::clone(&self.cell),
+            index,
+            label,
+        }))
+    }
+}
+
+impl oka_core::batch::PythonUdfs for PythonRuntime {
+    fn declare(&self, decl: PythonDecl) -> Result<Arc<dyn BatchUdf>, DeclareError> {
+        let (index, label) = self.add(decl)?;
         Ok(Arc::new(PythonUdf {
             cell: Arc::clone(&self.cell),
             index,

@@ -457,6 +457,14 @@ def load(config, decls):
         naive = style == "volga"
         label = "%s:%s" % (os.path.basename(path), function)
         udfs.append(None)
+        if style == "feast_write":
+            try:
+                udfs[i] = feast_write_udf(path, source, function)
+            except LoadFailed as e:
+                problems.append((i, path, None, str(e)))
+            except BaseException as e:
+                problems.append((i, path, None, "on-demand view `%s`: Feast's SDK cannot rebuild it: %s" % (function, _exc_text(e))))
+            continue
         if style == "feast":
             try:
                 udfs[i] = feast_udf(path, source, function, inputs, args, outputs, extra, max_chars)
@@ -550,6 +558,18 @@ def _feast_sdk(name):
     return OnDemandFeatureView, Proto
 
 
+def _feast_view(repo, proto, name):
+    """The on-demand view `name`, rebuilt from its registry message by Feast's
+    SDK with the repository on sys.path (dill pickles by reference)."""
+    OnDemandFeatureView, Proto = _feast_sdk(name)
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    view = OnDemandFeatureView.from_proto(Proto.FromString(proto))
+    if view.mode not in ("python", "pandas"):
+        raise LoadFailed("on-demand view `%s` has mode `%s`; Oka runs python and pandas mode views" % (name, view.mode))
+    return view
+
+
 def _b64_decoder(kind):
     import base64
 
@@ -600,12 +620,7 @@ def _out_converter(kind, field, max_chars):
 def feast_udf(repo, proto, name, inputs, args, outputs, extra, max_chars):
     """A Feast on-demand view as a columnar UDF: rebuilt from its registry
     message by Feast's SDK, called as `feast serve` calls it."""
-    OnDemandFeatureView, Proto = _feast_sdk(name)
-    if repo not in sys.path:
-        sys.path.insert(0, repo)
-    view = OnDemandFeatureView.from_proto(Proto.FromString(proto))
-    if view.mode not in ("python", "pandas"):
-        raise LoadFailed("on-demand view `%s` has mode `%s`; Oka runs python and pandas mode views" % (name, view.mode))
+    view = _feast_view(repo, proto, name)
     take, kinds_in, kinds_out = extra
     decode = {n: _b64_decoder(k) for n, k in kinds_in.items()}
     arg_names = [a for a, _ in args]
@@ -702,6 +717,104 @@ def feast_udf(repo, proto, name, inputs, args, outputs, extra, max_chars):
         return entries
 
     return Udf(call, None, None, arg_converter(args, False), "Feast on-demand view %s" % name, columnar=True)
+
+
+def _stored(field, v):
+    """A value of the column `field` to store, as JSON can carry it: numpy's
+    and pandas' values as Python's, bytes as base64 (as Oka keeps them),
+    datetimes as RFC 3339 (naive: UTC), a NaN, an infinity or a missing value
+    as None (JSON has no NaN)."""
+    if v is None or type(v) in (bool, int, str):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, (bytes, bytearray)):
+        import base64
+
+        return base64.b64encode(v).decode("ascii")
+    if isinstance(v, datetime.datetime):
+        return (v if v.tzinfo is not None else v.replace(tzinfo=_UTC)).isoformat()
+    if type(v).__name__ in ("NaTType", "NAType"):
+        return None
+    if hasattr(v, "tolist") and not isinstance(v, str):
+        return _stored(field, v.tolist())
+    if isinstance(v, (list, tuple)):
+        return [_stored(field, x) for x in v]
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        return _stored(field, float(v))
+    if isinstance(v, str):
+        return str(v)
+    raise Bad("column `%s` holds %s, which cannot be stored" % (field, describe(v)))
+
+
+def feast_write_udf(repo, proto, name):
+    """A Feast on-demand view with write_to_online_store=True, run on what is
+    written to it as Feast's SDK runs it (FeatureStore.write_to_online_store):
+    one call per write, the written `df` in (JSON text: column -> values), the
+    view's join keys and features to store out (JSON text). The columns come
+    as the client sent them, as `feast serve` gives them (no base64 decoding,
+    no date parsing)."""
+    import json
+
+    view = _feast_view(repo, proto, name)
+    udf = view.feature_transformation.udf
+    keep = [c.name for c in view.entity_columns] + [f.name for f in view.features]
+    singleton = bool(getattr(view, "singleton", False))
+    pandas = view.mode == "pandas"
+    if pandas:
+        import pandas as pd
+
+    def rows_of(cols):
+        n = {len(v) if isinstance(v, list) else -1 for v in cols.values()}
+        if len(n) > 1 or -1 in n:
+            raise Bad("every column of `df` must be a list of as many values")
+        return n.pop() if n else 0
+
+    def transform(cols, n):
+        if pandas:
+            df = pd.DataFrame(cols)
+            out = udf(df)
+            for c in df.columns:
+                out[c] = df[c]
+            return {c: out[c].tolist() for c in out.columns}
+        if singleton:
+            # Feast calls it with each row (a dict of scalars) and gathers.
+            got = {}
+            for i in range(n):
+                for c, v in udf({c: col[i] for c, col in cols.items()}).items():
+                    if isinstance(v, list):
+                        got.setdefault(c, []).extend(v)
+                    else:
+                        got.setdefault(c, []).append(v)
+        else:
+            got = dict(udf(cols))
+        for c, col in cols.items():
+            got.setdefault(c, col)
+        return got
+
+    def run(record):
+        cols = json.loads(record["json"])
+        if type(cols) is not dict:
+            raise Bad("`df` must be an object of columns")
+        n = rows_of(cols)
+        got = transform(cols, n)
+        out = {}
+        for c in keep:
+            if c not in got:
+                continue
+            v = got[c]
+            if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):
+                v = v.tolist()
+            if not isinstance(v, list):
+                v = [v] * n
+            if len(v) != n:
+                raise Bad("column `%s` of the view's result has %d values for the %d rows written" % (c, len(v), n))
+            out[c] = [_stored(c, x) for x in v]
+        return json.dumps(out, allow_nan=False)
+
+    return Udf(run, lambda text: (0, [text, None], 2), None, None, "Feast on-demand view %s" % name)
 
 
 def _message(e):

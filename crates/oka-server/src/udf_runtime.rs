@@ -8,6 +8,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use oka_core::Registry;
+use oka_core::batch::WriteTransform;
 use prometheus_client::collector::Collector;
 
 use crate::auth::ApiKeys;
@@ -32,7 +33,13 @@ pub struct SpecLoad {
     pub keys: ApiKeys,
     /// The runtimes of its UDFs (none for CEL and native UDFs only).
     pub runtimes: Vec<Arc<dyn UdfRuntime>>,
+    /// The transformations of what is written to a feature, by feature.
+    pub transforms: WriteTransforms,
 }
+
+/// The transformations of what is written to a feature, by feature: Feast's
+/// on-demand views with `write_to_online_store=True`, run in the Python pool.
+pub type WriteTransforms = std::collections::HashMap<String, Arc<dyn WriteTransform>>;
 
 impl SpecLoad {
     /// A load whose UDFs all run in the process (CEL, native, aggregations).
@@ -41,6 +48,7 @@ impl SpecLoad {
             registry,
             keys,
             runtimes: Vec::new(),
+            transforms: WriteTransforms::new(),
         }
     }
 }

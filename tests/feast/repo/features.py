@@ -232,6 +232,21 @@ def stored_score(inputs: dict) -> dict:
     return {"stored_score": [a * 100.0 for a in inputs["acc_rate"]]}
 
 
+# The same in pandas mode: Feast calls it with the written DataFrame.
+@on_demand_feature_view(
+    sources=[driver_stats],
+    schema=[Field(name="trips_tenths", dtype=Float64), Field(name="rate_pct", dtype=Float64)],
+    entities=[driver],
+    mode="pandas",
+    write_to_online_store=True,
+)
+def stored_band(inputs: pd.DataFrame) -> pd.DataFrame:
+    out = pd.DataFrame()
+    out["trips_tenths"] = inputs["avg_daily_trips"] / 10.0
+    out["rate_pct"] = inputs["acc_rate"] * 100.0
+    return out
+
+
 driver_activity = FeatureService(
     name="driver_activity",
     features=[

@@ -2,7 +2,7 @@
 //! sources, request fields, outputs and mode, with their message byte for byte
 //! (what a Python worker rebuilds the view from with Feast's SDK). A view with
 //! `write_to_online_store=True` is read as Feast reads it, from the online store:
-//! it becomes a feature view ([`FeatureView::transformed_on_write`]).
+//! it becomes a feature view ([`FeatureView::on_write`]).
 
 use super::{Column, FeastRegistry, FeatureView, column};
 use crate::config::RepoError;
@@ -61,6 +61,7 @@ impl FeastRegistry {
     fn add_written(
         &mut self,
         spec: &pc::OnDemandFeatureViewSpec,
+        proto: &[u8],
         at: &dyn Fn(String) -> RepoError,
     ) -> Result<(), RepoError> {
         let join_keys = self.join_keys(&spec.entity_columns, &spec.entities, at)?;
@@ -77,7 +78,7 @@ impl FeastRegistry {
             online: true,
             timestamp_field: String::new(),
             field_mapping: Default::default(),
-            transformed_on_write: true,
+            on_write: Some(proto.into()),
         };
         self.views.insert(spec.name.clone(), view);
         Ok(())
@@ -91,7 +92,7 @@ impl FeastRegistry {
         let at =
             |what: String| RepoError(format!("on-demand feature view `{}`: {what}", spec.name));
         if spec.write_to_online_store {
-            return self.add_written(spec, &at);
+            return self.add_written(spec, proto, &at);
         }
         let (mut views, mut request) = on_demand_sources(spec, &at)?;
         views.sort();
@@ -232,7 +233,7 @@ mod tests {
         let r = registry(true);
         assert!(!r.on_demand.contains_key("score"));
         let view = &r.views["score"];
-        assert!(view.transformed_on_write && view.online);
+        assert!(view.on_write.is_some() && view.online);
         assert_eq!(view.join_keys[0].name, "driver_id");
         assert_eq!(view.features[0].ty, FeastType::Double);
         let r = registry(false);

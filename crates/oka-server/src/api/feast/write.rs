@@ -9,7 +9,9 @@
 //! Feast's layout as Feast's SDK does (`oka_redis`'s `layout=feast`).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use oka_core::batch::{BatchError, TransformError};
 use oka_core::{EntityKey, ErrorCode, FeatureId, Registry, Row, Timestamp};
 use oka_feast::layout;
 use oka_feast::registry::{Column, FeastRegistry, FeastType, FeatureView, Scalar};
@@ -41,7 +43,19 @@ fn online() -> String {
 struct WriteBody {
     feature_view_name: String,
     df: indexmap::IndexMap<String, Json>,
+    /// For an on-demand view with `write_to_online_store=True`: whether its
+    /// transformation runs on `df` (else `df` is stored as given).
+    #[serde(default = "yes")]
+    transform_on_write: bool,
 }
+
+fn yes() -> bool {
+    true
+}
+
+/// How long a write waits for its transformation, queueing included (the
+/// transformation itself has the pool's limit for it, 10 s).
+const TRANSFORM_WAIT: Duration = Duration::from_secs(30);
 
 fn bad(code: ErrorCode, message: String) -> ApiError {
     ApiError::new(code, message)
@@ -119,16 +133,65 @@ pub async fn write_to_online_store(
         };
         bad(ErrorCode::UnknownFeature, why)
     })?;
-    if view.transformed_on_write {
-        return Err(bad(
-            ErrorCode::InvalidRequest,
-            format!(
-                "`{}` is an on-demand feature view with write_to_online_store=True: Feast runs its transformation on what is written to it, which Oka does not do on writes yet, so nothing was written. Write it through Feast's SDK (`FeatureStore.write_to_online_store`), or send its transformed values to Oka's `POST /v1/ingest` (feature `{}`)",
-                view.name, view.name
-            ),
-        ));
+    if view.on_write.is_some() && body.transform_on_write {
+        let stored = transformed(shared, view, &body.df).await?;
+        return write(shared, &[view], &stored).await;
     }
     write(shared, &[view], &body.df).await
+}
+
+/// `df` transformed by `view`'s transformation (an on-demand view with
+/// `write_to_online_store=True`), run in the Python pool as Feast's SDK runs it
+/// on a write: the view's join keys and features to store.
+async fn transformed(
+    shared: &Shared,
+    view: &FeatureView,
+    df: &indexmap::IndexMap<String, Json>,
+) -> Result<indexmap::IndexMap<String, Json>, ApiError> {
+    let transform = shared.loaded.load().transforms.get(&view.name).cloned();
+    let Some(transform) = transform else {
+        return Err(bad(
+            ErrorCode::UdfUnavailable,
+            format!(
+                "on-demand feature view `{}` (write_to_online_store=True) has no Python worker to run its transformation, so nothing was written: serve the Feast repository with `oka serve --feast-repo DIR --python VENV/bin/python`",
+                view.name
+            ),
+        ));
+    };
+    let text = serde_json::to_string(df).map_err(|e| {
+        bad(
+            ErrorCode::InvalidRequest,
+            format!("`df` cannot be written as JSON: {e}"),
+        )
+    })?;
+    let nothing = "so nothing was written";
+    let out = (transform.transform(text, Some(Instant::now() + TRANSFORM_WAIT)))
+        .await
+        .map_err(|e| match e {
+            TransformError::Batch(BatchError::TimedOut(m)) => {
+                bad(ErrorCode::UdfTimeout, format!("{m}; {nothing}"))
+            }
+            TransformError::Batch(BatchError::Overloaded(m)) => {
+                bad(ErrorCode::Overloaded, format!("{m}; {nothing}"))
+            }
+            TransformError::Batch(e) => bad(ErrorCode::UdfUnavailable, format!("{e}; {nothing}")),
+            e => bad(
+                ErrorCode::UdfFailed,
+                format!(
+                    "on-demand feature view `{}`'s transformation failed on `df`, {nothing}: {e}",
+                    view.name
+                ),
+            ),
+        })?;
+    oka_core::json::from_slice(out.as_bytes()).map_err(|e| {
+        bad(
+            ErrorCode::UdfFailed,
+            format!(
+                "on-demand feature view `{}`'s transformation answered columns that cannot be read ({e}), {nothing}",
+                view.name
+            ),
+        )
+    })
 }
 
 /// Checks every row of `df` for every view, then writes them view by view.
@@ -220,12 +283,13 @@ type Records = Vec<(EntityKey, Row)>;
 struct BadRow(String);
 
 /// The columns of `df` a write to `view` reads: each join key and feature with
-/// its values, in that order, and the event times. Names every column missing.
+/// its values, in that order, and the event times (`None`: the write's time, as
+/// Feast stamps an on-demand view's rows). Names every column missing.
 #[allow(clippy::type_complexity)] // two borrowed views of the frame, named here once
 fn view_columns<'f>(
     view: &'f FeatureView,
     frame: &Frame<'f>,
-) -> Result<(Vec<(&'f Column, &'f [Json])>, &'f [Json]), BadRow> {
+) -> Result<(Vec<(&'f Column, &'f [Json])>, Option<&'f [Json]>), BadRow> {
     let mut missing = Vec::new();
     let mut columns = Vec::new();
     for c in view.join_keys.iter().chain(&view.features) {
@@ -233,6 +297,21 @@ fn view_columns<'f>(
             Some(values) => columns.push((c, values)),
             None => missing.push(c.name.as_str()),
         }
+    }
+    let listed = |missing: &[&str]| {
+        (missing.iter())
+            .map(|m| format!("`{m}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if view.on_write.is_some() {
+        return match missing.is_empty() {
+            true => Ok((columns, None)),
+            false => Err(BadRow(format!(
+                "the rows to store lack the column(s) {}: an on-demand view's transformation must give its join keys and every feature",
+                listed(&missing)
+            ))),
+        };
     }
     let times = frame
         .columns
@@ -242,14 +321,10 @@ fn view_columns<'f>(
         missing.push(&view.timestamp_field);
     }
     match times.filter(|_| missing.is_empty()) {
-        Some(times) => Ok((columns, times)),
+        Some(times) => Ok((columns, Some(times))),
         None => Err(BadRow(format!(
             "`df` lacks the column(s) {}: a write needs the view's join keys, every feature and its timestamp field `{}`, as Feast's does",
-            missing
-                .iter()
-                .map(|m| format!("`{m}`"))
-                .collect::<Vec<_>>()
-                .join(", "),
+            listed(&missing),
             view.timestamp_field
         ))),
     }
@@ -276,7 +351,7 @@ fn view_rows(
         .ok_or_else(|| {
             at("it is not online (`online=False`), and Oka serves online views only".to_owned())
         })?;
-    if view.timestamp_field.is_empty() {
+    if view.timestamp_field.is_empty() && view.on_write.is_none() {
         return Err(at(
             "it has no batch source naming a timestamp field to write it with".to_owned(),
         ));
@@ -298,8 +373,13 @@ fn view_rows(
     let ts_column = oka_feast::spec::timestamp_column(view);
     let mut rows = Vec::with_capacity(frame.rows);
     let mut refused = Vec::new();
-    for (i, time) in times.iter().enumerate() {
-        let row = record(&columns, &ts_column, time, i)
+    for i in 0..frame.rows {
+        let time = match times {
+            Some(times) => event_time(&times[i]),
+            None => Ok(now),
+        };
+        let row = time
+            .and_then(|time| record(&columns, &ts_column, time, i))
             .and_then(|json| {
                 parser
                     .parse_json(json.as_bytes())
@@ -334,7 +414,7 @@ fn view_rows(
 fn record(
     columns: &[(&Column, &[Json])],
     ts_column: &str,
-    time: &Json,
+    time: Timestamp,
     i: usize,
 ) -> Result<String, BadRow> {
     let mut record = serde_json::Map::with_capacity(columns.len() + 1);
@@ -350,10 +430,7 @@ fn record(
         };
         record.insert(c.name.clone(), v);
     }
-    record.insert(
-        ts_column.to_owned(),
-        Json::String(event_time(time)?.to_rfc3339()),
-    );
+    record.insert(ts_column.to_owned(), Json::String(time.to_rfc3339()));
     Ok(Json::Object(record).to_string())
 }
 
@@ -431,6 +508,49 @@ mod tests {
         assert!(t("yesterday").unwrap_err().contains("not ISO 8601"));
         let n = event_time(&serde_json::json!(1_700_000_000)).unwrap_err().0;
         assert!(n.contains("not a date-time string"), "{n}");
+    }
+
+    #[test]
+    fn an_on_demand_view_written_needs_its_keys_and_features_and_no_time() {
+        let column = |name: &str| Column {
+            name: name.to_owned(),
+            ty: FeastType::Double,
+        };
+        let view = FeatureView {
+            name: "score".to_owned(),
+            join_keys: vec![column("driver_id")],
+            features: vec![column("score")],
+            ttl: None,
+            online: true,
+            timestamp_field: String::new(),
+            field_mapping: Default::default(),
+            on_write: Some(Arc::from(&b"view"[..])),
+        };
+        let df: indexmap::IndexMap<String, Json> =
+            serde_json::from_str(r#"{"driver_id": [1, 2], "score": [0.5, null]}"#).unwrap();
+        let frame = Frame::of(&df).unwrap();
+        let (columns, times) = view_columns(&view, &frame).unwrap();
+        assert_eq!(columns.len(), 2);
+        assert!(times.is_none(), "stamped with the write's time");
+        let df: indexmap::IndexMap<String, Json> =
+            serde_json::from_str(r#"{"driver_id": [1], "other": [2]}"#).unwrap();
+        let why = view_columns(&view, &Frame::of(&df).unwrap()).unwrap_err().0;
+        assert!(
+            why.contains("`score`") && why.contains("transformation"),
+            "{why}"
+        );
+        // A feature view's write needs its timestamp field.
+        let stored = FeatureView {
+            on_write: None,
+            timestamp_field: "ts".to_owned(),
+            ..view
+        };
+        let df: indexmap::IndexMap<String, Json> =
+            serde_json::from_str(r#"{"driver_id": [1], "score": [2.0]}"#).unwrap();
+        let why = view_columns(&stored, &Frame::of(&df).unwrap())
+            .unwrap_err()
+            .0;
+        assert!(why.contains("`ts`"), "{why}");
     }
 
     #[test]
