@@ -6,7 +6,7 @@
 # - A Redis on a free loopback port; the test feature repository (repo/: three
 #   entities, one view keyed by two, five feature views covering every value type
 #   Feast's Redis store writes, a ttl, a feature service with an alias, six
-#   on-demand views (one stored by its writes), a push source) copied into target/feast/repo with that
+#   on-demand views (two stored by their writes), a push source) copied into target/feast/repo with that
 #   Redis's address; its data written by make_data.py; `feast apply`, then
 #   `feast materialize` (Feast's own SDK writes the Redis data Oka reads).
 # - `oka feast spec` (valid for `oka validate`) and `oka feast scaffold` (an
@@ -23,7 +23,9 @@
 #   same rows through both servers' /push and /write-to-online-store and reads
 #   them back alike through both and through Feast's SDK. `feast listen`
 #   (Feast's gRPC server) and Oka's --grpc-listen answer grpc_compare.py's
-#   requests alike through Feast's generated stubs. Then a new view is added, `feast apply` and `materialize` run,
+#   requests alike through Feast's generated stubs. A third oka with `--cache
+#   tracking` answers the corpus alike, and Feast's own writes reach its readers
+#   within 2 s (tracked.py). Then a new view is added, `feast apply` and `materialize` run,
 #   `POST /admin/reload` makes Oka serve it, and compare.py runs again; a reload
 #   after feature_store.yaml names another Redis is refused, saying so.
 # - cluster.sh: the repository on a three-primary Redis Cluster, Feast's and
@@ -167,6 +169,22 @@ pids+=($!)
 wait_ready "$TAPORT" "$WORK/oka-tls.log"
 timeout 120 "$VENV/bin/python" "$HERE/grpc_tls.py" "127.0.0.1:$TGPORT" "$WORK/tls.pem" "127.0.0.1:$GPORT" \
   "http://127.0.0.1:$APORT"
+kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
+# --cache tracking on Feast's layout: the corpus through the cache, then Feast's
+# own writes reach the cache's readers within 2 s (a third oka).
+read -r CPORT CAPORT < <(python3 -c '
+import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])
+for x in s: x.close()')
+"$BIN" serve --feast-repo "$REPO" --python "$VENV/bin/python" --workers 1 --cache tracking --shutdown-delay-s 0 \
+  --listen "127.0.0.1:$CPORT" --admin-listen "127.0.0.1:$CAPORT" >"$WORK/oka-cache.log" 2>&1 &
+pids+=($!)
+wait_ready "$CAPORT" "$WORK/oka-cache.log"
+timeout 600 "$VENV/bin/python" "$HERE/corpus.py" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$CPORT"
+timeout 120 "$VENV/bin/python" "$HERE/tracked.py" "http://127.0.0.1:$FPORT" "http://127.0.0.1:$CPORT" \
+  "http://127.0.0.1:$CAPORT"
 kill "${pids[-1]}"; wait "${pids[-1]}" 2>/dev/null || true
 # Feast's write routes (/push, /write-to-online-store) to both servers, read back
 # through both and through Feast's SDK.

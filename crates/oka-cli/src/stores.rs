@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use oka_redis::tracking::Tracked;
 use oka_redis::{RedisOptions, RedisStore};
 use oka_scylla::{Consistency, Replication, ScyllaOptions, ScyllaStore};
 use oka_storage::{Caching, Coalescing, FeatureStore, MemoryStore, RecordCache};
@@ -150,11 +151,11 @@ pub struct CqlArgs {
 }
 
 /// Puts the read cache in front of `store` as `--cache` says; `redis` is the Redis
-/// URL and key prefix, which `--cache tracking` needs.
+/// URL and the keys to track, which `--cache tracking` needs.
 async fn cached(
     reads: &ReadArgs,
     store: Arc<dyn FeatureStore>,
-    redis: Option<(&str, &str)>,
+    redis: Option<(&str, Tracked)>,
 ) -> Result<Arc<dyn FeatureStore>> {
     let ttl = match reads.cache {
         CacheMode::Off => return Ok(store),
@@ -166,17 +167,17 @@ async fn cached(
     if ttl.is_some() {
         return Ok(Arc::new(caching));
     }
-    let Some((url, prefix)) = redis else {
+    let Some((url, tracked)) = redis else {
         bail!(
             "--cache tracking needs a Redis store (it uses Redis's client tracking to hear of every change); for other stores use --cache ttl:MS"
         );
     };
     if !caching.capabilities().tracking {
         bail!(
-            "--cache tracking works on Oka's Redis layout, not `layout=volga`; use --cache ttl:MS there"
+            "--cache tracking works on Oka's and Feast's Redis layouts, not `layout=volga`; use --cache ttl:MS there"
         );
     }
-    let tracker = oka_redis::tracking::Tracker::start(url, prefix, cache, Duration::from_secs(5))
+    let tracker = oka_redis::tracking::Tracker::start(url, tracked, cache, Duration::from_secs(5))
         .await
         .map_err(|e| {
             anyhow::anyhow!(
@@ -246,6 +247,26 @@ pub struct FeastLayout {
     pub key_ttl_seconds: Option<u64>,
 }
 
+/// Refuses `--cache tracking` on a store whose changes it cannot hear of all.
+fn check_tracking(reads: &ReadArgs, scheme: &str) -> Result<()> {
+    if reads.cache != CacheMode::Tracking {
+        return Ok(());
+    }
+    if !scheme.starts_with("redis") {
+        bail!(
+            "--cache tracking needs a Redis store (it uses Redis's client tracking to hear of every change); for other stores use --cache ttl:MS"
+        );
+    }
+    if scheme.ends_with("-cluster") {
+        // Client tracking is per node: one connection hears of the keys of
+        // its own node only, so a cluster's other nodes' changes would be missed.
+        bail!(
+            "--cache tracking does not work on a Redis Cluster (Redis tracks keys per node, and Oka's tracking connection hears one node); use --cache ttl:MS there"
+        );
+    }
+    Ok(())
+}
+
 /// [`open`], with what a `layout=feast` Redis store reads and writes by.
 pub async fn open_with(
     args: &StoreArgs,
@@ -254,11 +275,7 @@ pub async fn open_with(
 ) -> Result<Arc<dyn FeatureStore>> {
     let url = args.url();
     let scheme = url.split_once("://").map_or(url, |(s, _)| s);
-    if reads.cache == CacheMode::Tracking && !scheme.starts_with("redis") {
-        bail!(
-            "--cache tracking needs a Redis store (it uses Redis's client tracking to hear of every change); for other stores use --cache ttl:MS"
-        );
-    }
+    check_tracking(reads, scheme)?;
     match scheme {
         "memory" if url != MEMORY => bail!(
             "the store URL `{}`: memory:// takes no host, path or options",
@@ -284,12 +301,17 @@ pub async fn open_with(
                 .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;
             oka_redis::url::take_layout(url)
                 .map_err(|e| anyhow::anyhow!("the store URL `{}`: {e}", redact(url)))?;
-            let prefix = options.key_prefix.clone();
+            let tracked = match &options.feast {
+                Some(registry) => Tracked::Feast(Arc::clone(registry)),
+                None => Tracked::Oka {
+                    prefix: options.key_prefix.clone(),
+                },
+            };
             let store = RedisStore::connect(url, options)
                 .await
                 .map_err(|e| unreachable(url, &e))?;
             let store = coalesced(reads, Arc::new(store));
-            cached(reads, store, Some((url, prefix.as_str()))).await
+            cached(reads, store, Some((url, tracked))).await
         }
         "scylla" | "cassandra" => {
             let cql = &args.cql;

@@ -100,6 +100,10 @@ fn bad_invocations_have_human_messages() {
             "error: --cache tracking needs a Redis store (it uses Redis's client tracking to hear of every change); for other stores use --cache ttl:MS".into(),
         ),
         (
+            owned(&["serve", "--demo", "--cache", "tracking", "--store", "redis-cluster://127.0.0.1:7000"]),
+            "error: --cache tracking does not work on a Redis Cluster (Redis tracks keys per node, and Oka's tracking connection hears one node); use --cache ttl:MS there".into(),
+        ),
+        (
             owned(&["serve", "--demo", "--cache", "ttl:500"]),
             "error: --cache is for Redis and CQL stores; memory:// is already in this process and needs none (drop --cache, or give --store redis://…)".into(),
         ),

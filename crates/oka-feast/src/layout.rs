@@ -67,6 +67,67 @@ pub fn redis_key(
     Ok(out)
 }
 
+/// The join keys (names, sorted) and values of a Redis key of `project` written
+/// by [`redis_key`] (or Feast's SDK); `None` for any other key. The values are
+/// Oka's: ints, strings, bytes as base64, unix timestamps.
+pub fn parse_redis_key(key: &[u8], project: &str) -> Option<Vec<(String, Value)>> {
+    let mut r = KeyReader(key.strip_suffix(project.as_bytes())?);
+    let count = r.u32_le()?;
+    // A key holds a few join keys; a count past what the bytes could hold is
+    // not one of Feast's.
+    if count == 0 || count > key.len() / 8 {
+        return None;
+    }
+    let mut names = Vec::with_capacity(count);
+    for _ in 0..count {
+        if r.u32_le()? != VT::String as usize {
+            return None;
+        }
+        let len = r.u32_le()?;
+        names.push(String::from_utf8(r.take(len)?.to_vec()).ok()?);
+    }
+    let mut pairs = Vec::with_capacity(count);
+    for name in names {
+        let ty = r.u32_le()?;
+        let len = r.u32_le()?;
+        let bytes = r.take(len)?;
+        let int = || -> Option<i64> {
+            match bytes.len() {
+                8 => Some(i64::from_le_bytes(bytes.try_into().ok()?)),
+                4 => Some(i64::from(i32::from_le_bytes(bytes.try_into().ok()?))),
+                _ => None,
+            }
+        };
+        let value = match ty {
+            t if t == VT::String as usize => Value::String(std::str::from_utf8(bytes).ok()?.into()),
+            t if t == VT::Bytes as usize => Value::String(B64.encode(bytes).into()),
+            t if t == VT::Int64 as usize || t == VT::Int32 as usize => Value::Int(int()?),
+            t if t == VT::UnixTimestamp as usize => {
+                Value::Timestamp(Timestamp(int()?.checked_mul(1_000_000)?))
+            }
+            _ => return None,
+        };
+        pairs.push((name, value));
+    }
+    r.0.is_empty().then_some(pairs)
+}
+
+/// The bytes of a key still to read.
+struct KeyReader<'k>(&'k [u8]);
+
+impl<'k> KeyReader<'k> {
+    fn take(&mut self, n: usize) -> Option<&'k [u8]> {
+        let (head, tail) = self.0.split_at_checked(n)?;
+        self.0 = tail;
+        Some(head)
+    }
+
+    fn u32_le(&mut self) -> Option<usize> {
+        let bytes: [u8; 4] = self.take(4)?.try_into().ok()?;
+        Some(u32::from_le_bytes(bytes) as usize)
+    }
+}
+
 fn push_u32(out: &mut Vec<u8>, n: usize) {
     out.extend_from_slice(&(n as u32).to_le_bytes());
 }
@@ -341,6 +402,40 @@ mod tests {
             redis_key("oka_feast_test", &pair, &[Value::Int(1002), Value::String("c-1".into())]).unwrap(),
             b"\x02\x00\x00\x00\x02\x00\x00\x00\x0b\x00\x00\x00customer_id\x02\x00\x00\x00\x09\x00\x00\x00driver_id\x02\x00\x00\x00\x03\x00\x00\x00c-1\x04\x00\x00\x00\x08\x00\x00\x00\xea\x03\x00\x00\x00\x00\x00\x00oka_feast_test"
         );
+        // And back.
+        let key = redis_key(
+            "oka_feast_test",
+            &pair,
+            &[Value::Int(1002), Value::String("c-1".into())],
+        );
+        assert_eq!(
+            parse_redis_key(&key.unwrap(), "oka_feast_test").unwrap(),
+            [
+                ("customer_id".to_owned(), Value::String("c-1".into())),
+                ("driver_id".to_owned(), Value::Int(1002))
+            ]
+        );
+        let when = [
+            col("at", FeastType::UnixTimestamp),
+            col("b", FeastType::Bytes),
+        ];
+        let values = [
+            Value::Timestamp(Timestamp(7_000_000)),
+            Value::String("AP8=".into()),
+        ];
+        let key = redis_key("p", &when, &values).unwrap();
+        let back: Vec<Value> = (parse_redis_key(&key, "p").unwrap().into_iter())
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(back, values);
+        assert_eq!(
+            parse_redis_key(&key, "other"),
+            None,
+            "another project's key"
+        );
+        assert_eq!(parse_redis_key(&key[1..], "p"), None);
+        assert_eq!(parse_redis_key(b"oka:{f|a}:l", "p"), None);
+        assert_eq!(parse_redis_key(b"\xff\xff\xff\xffp", "p"), None);
         let e = redis_key("p", &driver, &[Value::String("x".into())])
             .unwrap_err()
             .0;

@@ -493,7 +493,7 @@ impl FeatureStore for RedisStore {
             Layout::Feast => oka_storage::Capabilities {
                 history: false,
                 writes: true,
-                tracking: false,
+                tracking: true,
                 layout: "feast",
                 limited_because: Some(
                     "the store is Feast's online store (`layout=feast`), which holds only the latest record of each key",

@@ -6,6 +6,10 @@
 //!
 //! - A pushed key `{prefix}{<feature>|<key>}:l|h` drops that key's entries; a
 //!   flush (a push without keys) drops everything.
+//! - In Feast's layout (`layout=feast`) keys have no common prefix: tracking
+//!   covers every key, and a pushed key that is a Feast entity key of the
+//!   project (`oka_feast::layout::parse_redis_key`) drops that entity's entries
+//!   of every view keyed by the same join keys (they share the hash).
 //! - The cache serves only while tracking is established: it starts disabled, is
 //!   enabled once `CLIENT TRACKING` succeeded, and is disabled (and emptied) as soon
 //!   as the connection reports an error, goes unresponsive or reconnects, until
@@ -42,6 +46,63 @@ pub fn parse_key<'k>(prefix: &str, name: &'k str) -> Option<(&'k str, &'k str)> 
     inner.split_once('|')
 }
 
+/// Which keys the tracker hears of, and what each names.
+#[derive(Debug, Clone)]
+pub enum Tracked {
+    /// Oka's layout: every key under the prefix.
+    Oka {
+        /// The key prefix (`--store-key-prefix`).
+        prefix: String,
+    },
+    /// Feast's layout: every key, read with the (reloadable) registry.
+    Feast(oka_feast::SharedRegistry),
+}
+
+impl Tracked {
+    /// The prefixes to track (none: every key).
+    fn prefixes(&self) -> Vec<String> {
+        match self {
+            Self::Oka { prefix } => vec![prefix.clone()],
+            Self::Feast(_) => Vec::new(),
+        }
+    }
+
+    /// Drops the entries the changed key `key` held.
+    fn invalidate(&self, cache: &RecordCache, key: &[u8]) {
+        match self {
+            Self::Oka { prefix } => {
+                let parsed = std::str::from_utf8(key)
+                    .ok()
+                    .and_then(|k| parse_key(prefix, k));
+                if let Some((feature, k)) = parsed {
+                    cache.invalidate(feature, &EntityKey::from_canonical(k));
+                }
+            }
+            Self::Feast(registry) => {
+                let registry = registry.load();
+                let Some(pairs) = oka_feast::layout::parse_redis_key(key, &registry.project) else {
+                    return;
+                };
+                for view in registry.views.values() {
+                    // The view's key values in its own join-key order; `None`
+                    // when its join keys are not the key's.
+                    let values: Option<Vec<&oka_core::Value>> = (view.join_keys.len()
+                        == pairs.len())
+                    .then(|| {
+                        (view.join_keys.iter())
+                            .map(|c| pairs.iter().find(|(n, _)| *n == c.name).map(|(_, v)| v))
+                            .collect()
+                    })
+                    .flatten();
+                    if let Some(values) = values {
+                        cache.invalidate(&view.name, &EntityKey::encode(values));
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// Keeps `cache` in step with Redis until dropped.
 pub struct Tracker {
     client: Client,
@@ -69,12 +130,12 @@ impl Drop for Tracker {
 }
 
 impl Tracker {
-    /// Connects to `url` (RESP3), turns tracking on for every key under `prefix`,
+    /// Connects to `url` (RESP3), turns tracking on for the keys `tracked` says,
     /// and keeps `cache` invalidated; the cache is enabled once tracking is on.
     /// Fails if the server cannot be reached or refuses tracking (Redis before 6).
     pub async fn start(
         url: &str,
-        prefix: &str,
+        tracked: Tracked,
         cache: Arc<RecordCache>,
         timeout: Duration,
     ) -> Result<Self, StoreError> {
@@ -117,9 +178,9 @@ impl Tracker {
 
         // Listening before tracking is on; the watchdog and the retracker only once
         // it is (the retracker would otherwise turn it on a second time).
-        let mut tasks = vec![invalidations(&client, Arc::clone(&cache), prefix)];
+        let mut tasks = vec![invalidations(&client, Arc::clone(&cache), tracked.clone())];
         if let Err(e) = client
-            .start_tracking(prefix, true, false, false, false)
+            .start_tracking(tracked.prefixes(), true, false, false, false)
             .await
         {
             for t in &tasks {
@@ -137,7 +198,7 @@ impl Tracker {
                 .await;
         }));
         tasks.push(watchdog(&client, Arc::clone(&cache)));
-        tasks.push(retracker(&client, Arc::clone(&cache), prefix));
+        tasks.push(retracker(&client, Arc::clone(&cache), tracked));
         Ok(Self { client, tasks })
     }
 
@@ -151,9 +212,8 @@ impl Tracker {
 fn invalidations(
     client: &Client,
     c: Arc<RecordCache>,
-    prefix: &str,
+    tracked: Tracked,
 ) -> tokio::task::JoinHandle<()> {
-    let p = prefix.to_owned();
     let mut rx = client.invalidation_rx();
     tokio::spawn(async move {
         use tokio::sync::broadcast::error::RecvError;
@@ -162,9 +222,7 @@ fn invalidations(
                 Ok(inv) if inv.keys.is_empty() => c.reset(),
                 Ok(inv) => {
                     for key in &inv.keys {
-                        if let Some((feature, k)) = key.as_str().and_then(|k| parse_key(&p, k)) {
-                            c.invalidate(feature, &EntityKey::from_canonical(k));
-                        }
+                        tracked.invalidate(&c, key.as_bytes());
                     }
                 }
                 // Invalidations were dropped (the channel lagged): start over.
@@ -206,8 +264,12 @@ fn watchdog(client: &Client, c: Arc<RecordCache>) -> tokio::task::JoinHandle<()>
 
 /// While the cache is off and the connection up: tracking on again (from
 /// scratch), the cache emptied, then serving again.
-fn retracker(client: &Client, c: Arc<RecordCache>, prefix: &str) -> tokio::task::JoinHandle<()> {
-    let (p, tracker) = (prefix.to_owned(), client.clone());
+fn retracker(
+    client: &Client,
+    c: Arc<RecordCache>,
+    tracked: Tracked,
+) -> tokio::task::JoinHandle<()> {
+    let tracker = client.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         loop {
@@ -217,7 +279,7 @@ fn retracker(client: &Client, c: Arc<RecordCache>, prefix: &str) -> tokio::task:
             }
             let _ = tracker.stop_tracking().await;
             match tracker
-                .start_tracking(p.as_str(), true, false, false, false)
+                .start_tracking(tracked.prefixes(), true, false, false, false)
                 .await
             {
                 Ok(()) => {

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use fred::prelude::*;
 use oka_core::{EntityKey, Feature, NativeUdfs, Query, Registry, Row, Timestamp, Value};
-use oka_redis::tracking::Tracker;
+use oka_redis::tracking::{Tracked, Tracker};
 use oka_redis::{RedisOptions, RedisStore};
 use oka_storage::{Caching, FeatureStore, RecordCache};
 
@@ -55,7 +55,10 @@ async fn store(url: &str, prefix: &str) -> RedisStore {
 /// A tracked cache over Oka's layout under `prefix`.
 async fn tracked(url: &str, prefix: &str, max_bytes: u64) -> (Caching, Tracker) {
     let cache = Arc::new(RecordCache::new(max_bytes, None));
-    let tracker = Tracker::start(url, prefix, Arc::clone(&cache), Duration::from_secs(2))
+    let keys = Tracked::Oka {
+        prefix: prefix.to_owned(),
+    };
+    let tracker = Tracker::start(url, keys, Arc::clone(&cache), Duration::from_secs(2))
         .await
         .unwrap();
     (
@@ -366,7 +369,9 @@ async fn a_silent_tracking_connection_turns_the_cache_off() {
     let cache = Arc::new(RecordCache::new(1 << 20, None));
     let tracker = Tracker::start(
         &format!("redis://127.0.0.1:{port}"),
-        &prefix,
+        Tracked::Oka {
+            prefix: prefix.clone(),
+        },
         Arc::clone(&cache),
         Duration::from_secs(2),
     )
