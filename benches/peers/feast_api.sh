@@ -12,8 +12,9 @@
 # 2. Redis and Feast's data (feast_setup.sh's feast_data): 10,000 ids, test_feature
 #    and the 20 features of `wide`, written by Feast's SDK
 # 3. oka serve --feast-repo benches/peers/feast_repo --spec feast_overlay.yaml
-#    --grpc-listen … (default workers: per core, pinned: the on-demand view in CEL),
-#    a second oka serve --feast-repo … --python VENV/bin/python without the overlay
+#    --cache CACHE --grpc-listen … (default workers: per core, pinned: the
+#    on-demand view in CEL),
+#    a second oka serve --feast-repo … --cache CACHE --python VENV/bin/python without the overlay
 #    ("oka-python": the on-demand view run by Feast's SDK in Oka's Python workers,
 #    one per core; measured for `odfv` only) and feast serve
 #    --no-access-log --workers FEAST_WORKERS --max-requests 0 (the best configuration
@@ -34,7 +35,8 @@
 # Everything binds 127.0.0.1; every process started here is stopped by PID on exit.
 #
 # Env overrides: DURATION (10), ROUNDS (3), CONNS ("8 32"), SCENARIOS ("one odfv
-# wide"; the open loop runs when `one` is among them), RATE_FRACTION (0.5),
+# wide"; the open loop runs when `one` is among them), RATE_FRACTION (0.5), CACHE
+# (Oka's --cache: `tracking`, the read cache kept exact by Redis; `off`),
 # FEAST_WORKERS (3), KEYS (10000), SKIP_BUILD=1, GHZ (path to ghz).
 set -euo pipefail
 trap 'echo "feast-api: line $LINENO: $BASH_COMMAND failed (rc $?)" >&2' ERR
@@ -51,6 +53,7 @@ CONNS=${CONNS:-8 32}
 RATE_FRACTION=${RATE_FRACTION:-0.5}
 FEAST_WORKERS=${FEAST_WORKERS:-3}
 KEYS=${KEYS:-10000}
+CACHE=${CACHE:-tracking}
 OKA_BIN=$ROOT/target/release/oka
 LOAD_BIN=$ROOT/target/release/oka-load
 GHZ=${GHZ:-$(command -v ghz || true)}
@@ -89,13 +92,13 @@ wait_http() {
     log "timed out waiting for $1"; return 1
 }
 # Oka reads feature_store.yaml as Feast does, with the environment variables filled.
-"$OKA_BIN" serve --feast-repo "$HERE/feast_repo" --spec "$HERE/feast_overlay.yaml" \
+"$OKA_BIN" serve --feast-repo "$HERE/feast_repo" --spec "$HERE/feast_overlay.yaml" --cache "$CACHE" \
     --listen "127.0.0.1:$OKA_PORT" --admin-listen "127.0.0.1:$OKA_ADMIN" \
     --grpc-listen "127.0.0.1:$OKA_GRPC" >"$OUT/oka.log" 2>&1 &
 OKA_PID=$!
 PIDS+=("$OKA_PID")
 wait_http "http://127.0.0.1:$OKA_ADMIN/readyz"
-"$OKA_BIN" serve --feast-repo "$HERE/feast_repo" --python "$VENV/bin/python" \
+"$OKA_BIN" serve --feast-repo "$HERE/feast_repo" --python "$VENV/bin/python" --cache "$CACHE" \
     --listen "127.0.0.1:$PY_PORT" --admin-listen "127.0.0.1:$PY_ADMIN" >"$OUT/oka-python.log" 2>&1 &
 PY_PID=$!
 PIDS+=("$PY_PID")
@@ -106,7 +109,7 @@ FEAST_PID=$!
 PIDS+=("$FEAST_PID")
 wait_http "http://127.0.0.1:$FEAST_PORT/health"
 sleep 3   # /health answers once one worker is up; let the others boot
-log "oka on $OKA_PORT (gRPC $OKA_GRPC), feast serve ($FEAST_WORKERS workers) on $FEAST_PORT"
+log "oka on $OKA_PORT (gRPC $OKA_GRPC, --cache $CACHE), feast serve ($FEAST_WORKERS workers) on $FEAST_PORT"
 
 wide_features=$(for i in $(seq 0 19); do printf '"wide:f%02d",' "$i"; done | sed 's/,$//')
 declare -A BODY=(

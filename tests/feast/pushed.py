@@ -245,6 +245,14 @@ def main() -> int:
     kept = json.loads(post(feast_url, "/get-online-features", {
         "features": ["stored_score:stored_score"], "entities": {"driver_id": [7028]}})[1])
     check(kept["results"][1]["values"] == [None], f"a failed transformation wrote {kept}")
+    # A `df` that is not columns of as many values is the client's mistake (400),
+    # found before anything runs; an empty one writes nothing, as Feast's.
+    status, body = post(oka_url, "/write-to-online-store", {
+        "feature_view_name": "stored_score", "df": {"driver_id": [7028, 7029], "acc_rate": [0.5]}})
+    check(status == 400 and "as many values" in body, f"a ragged df for stored_score: {status} {body}")
+    got = post(oka_url, "/write-to-online-store", {
+        "feature_view_name": "stored_score", "df": {"driver_id": [], "acc_rate": []}})
+    check(got == (200, "null"), f"an empty df for stored_score: {got}")
 
     if fails:
         print(f"feast-pushed: {len(fails)} failure(s)")

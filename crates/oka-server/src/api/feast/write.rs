@@ -134,6 +134,11 @@ pub async fn write_to_online_store(
         bad(ErrorCode::UnknownFeature, why)
     })?;
     if view.on_write.is_some() && body.transform_on_write {
+        // `df` is checked (lists of as many values) before it is transformed;
+        // an empty one writes nothing, as Feast writes nothing.
+        if Frame::of(&body.df)?.rows == 0 {
+            return Ok(());
+        }
         let stored = transformed(shared, view, &body.df).await?;
         return write(shared, &[view], &stored).await;
     }
