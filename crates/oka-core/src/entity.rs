@@ -13,6 +13,15 @@ pub struct Column {
     pub ty: FieldType,
 }
 
+/// The position of the one item of `items` that `matches` (items named uniquely,
+/// such as columns), trying `hint` first.
+pub fn position_near<T>(items: &[T], hint: usize, matches: impl Fn(&T) -> bool) -> Option<usize> {
+    match items.get(hint) {
+        Some(item) if matches(item) => Some(hint),
+        _ => items.iter().position(matches),
+    }
+}
+
 /// An entity schema. Columns are the key fields, then the timestamp, then the value
 /// fields.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,6 +108,13 @@ impl Entity {
         self.columns.iter().position(|c| &*c.name == name)
     }
 
+    /// A column's index by name, looking at `hint` first: a caller walking
+    /// columns in the entity's order (the next index after the last found)
+    /// finds each with one comparison instead of a scan.
+    pub fn column_index_near(&self, name: &str, hint: usize) -> Option<usize> {
+        position_near(&self.columns, hint, |c| &*c.name == name)
+    }
+
     /// Column `i`'s name as a JSON object key followed by `:`.
     pub fn json_key(&self, i: usize) -> &[u8] {
         self.json_keys.get(i).map_or(b"", |k| k)
@@ -117,5 +133,28 @@ impl Entity {
     /// The timestamp column's name.
     pub fn timestamp_name(&self) -> &str {
         &self.columns[self.timestamp_index].name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_column_is_found_from_its_hint_or_by_a_scan() {
+        let column = |name: &str| Column {
+            name: name.into(),
+            ty: FieldType::Float,
+        };
+        let columns = vec![column("id"), column("ts"), column("a"), column("b")];
+        let e = Entity::new("e", columns, vec![0], 1);
+        assert_eq!(e.column_index_near("b", 3), Some(3), "the hint");
+        assert_eq!(e.column_index_near("a", 3), Some(2), "behind the hint");
+        assert_eq!(
+            e.column_index_near("id", 99),
+            Some(0),
+            "a hint past the end"
+        );
+        assert_eq!(e.column_index_near("c", 0), None);
     }
 }

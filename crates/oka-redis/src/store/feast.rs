@@ -4,6 +4,7 @@
 //! hash without the view's event time holds no record of that view.
 
 use fred::prelude::*;
+use oka_core::entity::position_near;
 use oka_core::{EntityKey, Feature, Query, Row, Value};
 use oka_feast::layout;
 use oka_storage::{StoreError, StoreErrorKind};
@@ -252,12 +253,15 @@ fn feast_row(
     let entity = &feature.entity;
     let mut columns = Vec::with_capacity(entity.columns.len());
     let mut keys = key_values.into_iter();
+    // The entity's value columns are the view's features, mostly in its order.
+    let mut next = 0;
     for (i, c) in entity.columns.iter().enumerate() {
         if entity.key_index.contains(&i) {
             columns.push(keys.next().unwrap_or(Value::Null));
         } else if i == entity.timestamp_index {
             columns.push(Value::Timestamp(event_time));
-        } else if let Some(j) = view.features.iter().position(|f| *f.name == *c.name) {
+        } else if let Some(j) = position_near(&view.features, next, |f| *f.name == *c.name) {
+            next = j + 1;
             let value = match got.get(j).map(bytes_of).transpose()?.flatten() {
                 None => Value::Null,
                 Some(bytes) => layout::decode_value(bytes, view.features[j].ty)

@@ -10,6 +10,7 @@
 //! `docs/migrating-from-feast.md`.
 
 use oka_core::encode::answers;
+use oka_core::entity::position_near;
 use oka_core::execute::{Outcome, Outputs};
 use oka_core::request::{ArgMap, KeyList, KeyValue};
 use oka_core::{ErrorCode, FeatureRequest, Prepared, Registry, Value};
@@ -239,17 +240,21 @@ fn columns<'r>(
         typed: indexmap::IndexMap::new(),
     };
     // The view of the previous reference and its target: a request's features
-    // come mostly view by view, and a view is checked once per run of them.
+    // come mostly view by view, and a view is checked once per run of them;
+    // within a view, mostly in its order (`next`: where the previous feature's
+    // successor would be, in the view and in its entity's columns).
     let mut last = None;
+    let mut next = (0, 0);
     for Ref {
         view: view_name,
         feature,
         shown,
     } in refs
     {
-        let has = |view: Named<'_>| {
-            let column = view.features().iter().find(|f| f.name == feature);
-            column.map(|f| f.ty)
+        let has = |view: Named<'_>, hint: usize| {
+            let features = view.features();
+            let at = position_near(features, hint, |f| f.name == feature);
+            at.map(|i| (i, features[i].ty))
         };
         let no_feature = || {
             bad(
@@ -261,7 +266,8 @@ fn columns<'r>(
             Some((name, view, target, id)) if name == view_name => (view, target, id),
             _ => {
                 let view = known_view(feast, registry, view_name)?;
-                has(view).ok_or_else(no_feature)?;
+                has(view, 0).ok_or_else(no_feature)?;
+                next = (0, 0);
                 let Some(id) = registry.feature_id(view_name) else {
                     return Err(bad(
                         ErrorCode::UnknownFeature,
@@ -285,8 +291,9 @@ fn columns<'r>(
                 (view, target, id)
             }
         };
-        let ty = has(view).ok_or_else(no_feature)?;
-        let column = registry.feature(id).entity.column_index(feature);
+        let (at, ty) = has(view, next.0).ok_or_else(no_feature)?;
+        let column = (registry.feature(id).entity).column_index_near(feature, next.1);
+        next = (at + 1, column.map_or(0, |c| c + 1));
         out.names.push(shown);
         out.columns.push(Out::Feature {
             target,
@@ -345,6 +352,8 @@ fn feature_refs<'r>(
             }
         }
     } else {
+        // Each view is looked up once per run of its features.
+        let mut checked = None;
         for r in &request.features {
             let Some((view, feature)) = r.split_once(':') else {
                 return Err(bad(
@@ -352,7 +361,10 @@ fn feature_refs<'r>(
                     format!("feature reference `{r}` is not `<feature view>:<feature>`"),
                 ));
             };
-            known_view(feast, registry, view)?;
+            if checked != Some(view) {
+                known_view(feast, registry, view)?;
+                checked = Some(view);
+            }
             let shown = if full {
                 format!("{view}__{feature}")
             } else {
