@@ -140,7 +140,18 @@ pub async fn write_to_online_store(
             return Ok(());
         }
         let stored = transformed(shared, view, &body.df).await?;
-        return write(shared, &[view], &stored).await;
+        // A result that cannot be stored is the transformation's failure, not
+        // the client's (`df` was checked above).
+        return write(shared, &[view], &stored).await.map_err(|e| match e.code {
+            ErrorCode::InvalidRequest => bad(
+                ErrorCode::UdfFailed,
+                format!(
+                    "on-demand feature view `{}`'s transformation gave rows that cannot be stored: {}",
+                    view.name, e.message
+                ),
+            ),
+            _ => e,
+        });
     }
     write(shared, &[view], &body.df).await
 }
@@ -313,7 +324,7 @@ fn view_columns<'f>(
         return match missing.is_empty() {
             true => Ok((columns, None)),
             false => Err(BadRow(format!(
-                "the rows to store lack the column(s) {}: an on-demand view's transformation must give its join keys and every feature",
+                "the rows to store lack the column(s) {}: an on-demand view's rows hold its join keys and every feature",
                 listed(&missing)
             ))),
         };
@@ -541,7 +552,7 @@ mod tests {
             serde_json::from_str(r#"{"driver_id": [1], "other": [2]}"#).unwrap();
         let why = view_columns(&view, &Frame::of(&df).unwrap()).unwrap_err().0;
         assert!(
-            why.contains("`score`") && why.contains("transformation"),
+            why.contains("`score`") && why.contains("join keys"),
             "{why}"
         );
         // A feature view's write needs its timestamp field.
