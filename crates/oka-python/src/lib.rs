@@ -45,7 +45,7 @@ use oka_core::batch::{BatchUdf, DeclareError, PythonDecl, WriteTransform};
 pub use decl::FeastView;
 pub use protocol::LoadProblem;
 pub use stats::Health;
-pub use transform::{FeastWrite, WRITE_TIMEOUT};
+pub use transform::FeastWrite;
 
 use crate::decl::{UdfEntry, describe_problems};
 use crate::pool::{Pool, PoolCell, PythonUdf};

@@ -320,14 +320,14 @@ fn view_columns<'f>(
             .collect::<Vec<_>>()
             .join(", ")
     };
+    if view.on_write.is_some() && missing.is_empty() {
+        return Ok((columns, None));
+    }
     if view.on_write.is_some() {
-        return match missing.is_empty() {
-            true => Ok((columns, None)),
-            false => Err(BadRow(format!(
-                "the rows to store lack the column(s) {}: an on-demand view's rows hold its join keys and every feature",
-                listed(&missing)
-            ))),
-        };
+        return Err(BadRow(format!(
+            "the rows to store lack the column(s) {}: an on-demand view's rows hold its join keys and every feature",
+            listed(&missing)
+        )));
     }
     let times = frame
         .columns
