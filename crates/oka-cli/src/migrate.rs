@@ -366,7 +366,7 @@ fn map_page<'r>(
                 .or_insert((feature, Vec::new()))
                 .1
                 .push(record),
-            Err(why) => state.unmapped(hash, &why.0),
+            Err(why) => state.unmapped(hash, why.message()),
         }
     }
     batches
@@ -382,7 +382,7 @@ fn map_hash(
     let field = |name: &str| {
         hash.fields
             .get(name)
-            .ok_or_else(|| volga_layout::MapError(format!("the hash has no `{name}` field")))
+            .ok_or_else(|| volga_layout::MapError::new(format!("the hash has no `{name}` field")))
     };
     let keys = volga_layout::keys_from_json(feature, field(volga_layout::KEYS_FIELD)?)?;
     let time = hash

@@ -104,6 +104,76 @@ impl fmt::Display for SpecErrors {
     }
 }
 
+/// Declares an error that is a message for a person (it names the thing, the
+/// place and what to do) and keeps the error that caused it, when there was one,
+/// as its [`std::error::Error::source`]: the message says the cause in words, the
+/// source keeps it for a program (its kind, its own chain). Two are equal when
+/// their messages are.
+///
+/// ```
+/// oka_core::described_error! {
+///     /// Why a file cannot be used.
+///     pub struct FileError;
+/// }
+/// let io = std::io::Error::from(std::io::ErrorKind::NotFound);
+/// let e = FileError::caused("spec.yaml: cannot be read (not found)", io);
+/// assert_eq!(e.to_string(), "spec.yaml: cannot be read (not found)");
+/// assert!(std::error::Error::source(&e).is_some());
+/// assert!(std::error::Error::source(&FileError::new("no cause")).is_none());
+/// ```
+#[macro_export]
+macro_rules! described_error {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident;) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone)]
+        $vis struct $name {
+            message: String,
+            cause: Option<std::sync::Arc<dyn std::error::Error + Send + Sync + 'static>>,
+        }
+
+        #[allow(dead_code)]
+        impl $name {
+            /// An error with no cause beyond what the message says.
+            pub fn new(message: impl Into<String>) -> Self {
+                Self { message: message.into(), cause: None }
+            }
+
+            /// An error caused by `cause` (kept as its source).
+            pub fn caused(
+                message: impl Into<String>,
+                cause: impl std::error::Error + Send + Sync + 'static,
+            ) -> Self {
+                Self { message: message.into(), cause: Some(std::sync::Arc::new(cause)) }
+            }
+
+            /// The message, in words.
+            pub fn message(&self) -> &str {
+                &self.message
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.message)
+            }
+        }
+
+        impl std::error::Error for $name {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                self.cause.as_deref().map(|c| c as &(dyn std::error::Error + 'static))
+            }
+        }
+
+        impl PartialEq for $name {
+            fn eq(&self, other: &Self) -> bool {
+                self.message == other.message
+            }
+        }
+
+        impl Eq for $name {}
+    };
+}
+
 /// Declares [`ErrorCode`] from one table (variant, wire name, doc), so that its
 /// variants, [`ErrorCode::as_str`] and [`ErrorCode::ALL`] cannot disagree.
 macro_rules! error_codes {

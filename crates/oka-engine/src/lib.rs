@@ -106,7 +106,7 @@ impl Interpreter for PyInterpreter {
                 .call_method1("run_batch", args)?
                 .extract::<Vec<u8>>()
         })
-        .map_err(|e: PyErr| InterpreterError(e.to_string()))
+        .map_err(|e: PyErr| InterpreterError::caused(e.to_string(), e))
     }
 }
 

@@ -14,11 +14,11 @@ use serde_yaml_ng::Value as Yaml;
 /// The entity key serialization Oka reads and writes.
 pub const SERIALIZATION_VERSION: i64 = 3;
 
-/// Why a feature repository cannot be served: the file, the setting, what is
-/// supported and what to do.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct RepoError(pub String);
+oka_core::described_error! {
+    /// Why a feature repository cannot be served: the file, the setting, what is
+    /// supported and what to do.
+    pub struct RepoError;
+}
 
 /// What Oka takes from `feature_store.yaml`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,11 +82,12 @@ impl FeastConfig {
     pub fn load(repo: &Path) -> Result<Self, RepoError> {
         let file = repo.join("feature_store.yaml");
         let text = std::fs::read_to_string(&file).map_err(|e| {
-            RepoError(format!(
+            let why = format!(
                 "{}: cannot be read ({}); --feast-repo names the directory holding a Feast feature repository's feature_store.yaml",
                 file.display(),
                 io_words(&e)
-            ))
+            );
+            RepoError::caused(why, e)
         })?;
         let text = expand_vars(&text, |name| std::env::var(name).ok());
         Self::parse(&text, repo, &file.display().to_string())
@@ -96,8 +97,9 @@ impl FeastConfig {
     /// in messages).
     pub fn parse(text: &str, repo: &Path, file: &str) -> Result<Self, RepoError> {
         let doc: Yaml = serde_yaml_ng::from_str(text)
-            .map_err(|e| RepoError(format!("{file}: not valid YAML ({e})")))?;
-        let at = |setting: &str, what: String| RepoError(format!("{file}: `{setting}`: {what}"));
+            .map_err(|e| RepoError::caused(format!("{file}: not valid YAML ({e})"), e))?;
+        let at =
+            |setting: &str, what: String| RepoError::new(format!("{file}: `{setting}`: {what}"));
         let project = match doc.get("project") {
             Some(Yaml::String(p)) if !p.is_empty() => p.clone(),
             _ => {
@@ -226,7 +228,7 @@ fn redis_config(
         .and_then(Yaml::as_str)
         .unwrap_or("localhost:6379");
     let url = redis_url(connection, cluster)
-        .map_err(|what| at("online_store.connection_string", what.0))?;
+        .map_err(|what| at("online_store.connection_string", what.message().to_owned()))?;
     let key_ttl_seconds = match m.get("key_ttl_seconds") {
         None | Some(Yaml::Null) => None,
         Some(v) => Some(v.as_u64().filter(|&s| s > 0).ok_or_else(|| {
@@ -259,10 +261,10 @@ fn redis_url_parts(connection: &str, cluster: bool) -> Result<String, RepoError>
         match part.split_once('=') {
             None => hosts.push(part.to_owned()),
             Some(("db", n)) => {
-                db = Some(
-                    n.parse::<u32>()
-                        .map_err(|_| RepoError(format!("`db={n}` is not a database number")))?,
-                )
+                db =
+                    Some(n.parse::<u32>().map_err(|_| {
+                        RepoError::new(format!("`db={n}` is not a database number"))
+                    })?)
             }
             Some(("password", p)) => password = Some(p.to_owned()),
             Some(("username", u)) => username = Some(u.to_owned()),
@@ -270,17 +272,17 @@ fn redis_url_parts(connection: &str, cluster: bool) -> Result<String, RepoError>
                 ssl = matches!(v.to_ascii_lowercase().as_str(), "true" | "1" | "yes")
             }
             Some((other, _)) => {
-                return Err(RepoError(format!(
+                return Err(RepoError::new(format!(
                     "`{other}` is not an option Oka reads (it reads host:port, `db`, `username`, `password` and `ssl`)"
                 )));
             }
         }
     }
     if hosts.is_empty() {
-        return Err(RepoError(format!("`{connection}` names no host:port")));
+        return Err(RepoError::new(format!("`{connection}` names no host:port")));
     }
     if !cluster && hosts.len() > 1 {
-        return Err(RepoError(format!(
+        return Err(RepoError::new(format!(
             "`{connection}` names {} hosts; with `redis_type: redis` give one (several are a cluster: `redis_type: redis_cluster`)",
             hosts.len()
         )));
@@ -302,7 +304,7 @@ fn redis_url_parts(connection: &str, cluster: bool) -> Result<String, RepoError>
     let mut url = format!("{scheme}://{auth}{}", hosts[0]);
     if let Some(db) = db {
         if cluster {
-            return Err(RepoError(
+            return Err(RepoError::new(
                 "`db` cannot be chosen on a Redis Cluster (it has database 0 only)".to_owned(),
             ));
         }
@@ -379,13 +381,15 @@ mod tests {
         assert!(
             redis_url("a:1,b:2", false)
                 .unwrap_err()
-                .0
+                .message()
+                .to_owned()
                 .contains("redis_cluster")
         );
         assert!(
             redis_url("a:1,foo=1", false)
                 .unwrap_err()
-                .0
+                .message()
+                .to_owned()
                 .contains("`foo`")
         );
     }
@@ -416,7 +420,7 @@ mod tests {
             ),
             ("online_store: {type: redis}\n", "project"),
         ] {
-            let e = parse(text).unwrap_err().0;
+            let e = parse(text).unwrap_err().message().to_owned();
             assert!(e.contains(&format!("`{setting}`")), "{setting}: {e}");
         }
     }

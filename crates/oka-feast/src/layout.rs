@@ -25,11 +25,11 @@ use crate::proto::types::value::Val;
 use crate::proto::types::{self as pt, value_type::Enum as VT};
 use crate::registry::{Column, FeastType, Scalar};
 
-/// Why a value or a key cannot be written or read as Feast does (the message
-/// names the value, the type and what was expected).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct LayoutError(pub String);
+oka_core::described_error! {
+    /// Why a value or a key cannot be written or read as Feast does (the message
+    /// names the value, the type and what was expected).
+    pub struct LayoutError;
+}
 
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
@@ -42,7 +42,7 @@ pub fn redis_key(
     values: &[Value],
 ) -> Result<Vec<u8>, LayoutError> {
     if join_keys.len() != values.len() {
-        return Err(LayoutError(format!(
+        return Err(LayoutError::new(format!(
             "{} key values for {} join keys",
             values.len(),
             join_keys.len()
@@ -134,7 +134,7 @@ fn push_u32(out: &mut Vec<u8>, n: usize) {
 
 fn key_bytes(column: &Column, value: &Value) -> Result<(VT, Vec<u8>), LayoutError> {
     let wrong = || {
-        LayoutError(format!(
+        LayoutError::new(format!(
             "join key `{}` is {:?} in Feast; the value {} does not fit",
             column.name,
             column.ty,
@@ -183,19 +183,19 @@ pub fn encode_timestamp(t: Timestamp) -> Vec<u8> {
 /// An event time from its stored bytes (nanoseconds below a microsecond dropped).
 pub fn decode_timestamp(bytes: &[u8]) -> Result<Timestamp, LayoutError> {
     let t = prost_types::Timestamp::decode(bytes)
-        .map_err(|_| LayoutError("an event time is not a protobuf Timestamp".to_owned()))?;
+        .map_err(|e| LayoutError::caused("an event time is not a protobuf Timestamp", e))?;
     t.seconds
         .checked_mul(1_000_000)
         .and_then(|s| s.checked_add(i64::from(t.nanos) / 1000))
         .map(Timestamp)
-        .ok_or_else(|| LayoutError(format!("event time {}s is out of range", t.seconds)))
+        .ok_or_else(|| LayoutError::new(format!("event time {}s is out of range", t.seconds)))
 }
 
 /// A stored value (a serialized `feast.types.Value`) as Oka's, given the
 /// feature's Feast type. An empty value (Feast's null) is `Null`.
 pub fn decode_value(bytes: &[u8], ty: FeastType) -> Result<Value, LayoutError> {
     let v = pt::Value::decode(bytes).map_err(|_| {
-        LayoutError(format!(
+        LayoutError::new(format!(
             "a stored {ty:?} value is not a Feast Value protobuf"
         ))
     })?;
@@ -205,7 +205,7 @@ pub fn decode_value(bytes: &[u8], ty: FeastType) -> Result<Value, LayoutError> {
 /// A Feast value as Oka's. The value's own kind decides; `ty` is checked.
 pub fn to_oka(v: &pt::Value, ty: FeastType) -> Result<Value, LayoutError> {
     let mismatch =
-        |got: &str| LayoutError(format!("a stored value is {got}; the feature is {ty:?}"));
+        |got: &str| LayoutError::new(format!("a stored value is {got}; the feature is {ty:?}"));
     let list = |items: Vec<Value>| Value::List(Arc::from(items));
     Ok(match (&v.val, ty) {
         (None | Some(Val::NullVal(_)), _) => Value::Null,
@@ -264,7 +264,7 @@ fn seconds(s: i64) -> Result<Value, LayoutError> {
     }
     s.checked_mul(1_000_000)
         .map(|us| Value::Timestamp(Timestamp(us)))
-        .ok_or_else(|| LayoutError(format!("unix timestamp {s} is out of range")))
+        .ok_or_else(|| LayoutError::new(format!("unix timestamp {s} is out of range")))
 }
 
 fn kind(v: &Val) -> &'static str {
@@ -284,7 +284,7 @@ fn kind(v: &Val) -> &'static str {
 /// Oka's value as Feast's, of the feature's type `ty` (`Null` is Feast's empty
 /// value, as its SDK writes a missing one).
 pub fn from_oka(v: &Value, ty: FeastType) -> Result<pt::Value, LayoutError> {
-    let wrong = || LayoutError(format!("the value {} is not a Feast {ty:?}", v.to_json()));
+    let wrong = || LayoutError::new(format!("the value {} is not a Feast {ty:?}", v.to_json()));
     let val = match (v, ty) {
         (Value::Null, _) => None,
         (Value::List(items), FeastType::List(s)) => {
@@ -438,7 +438,8 @@ mod tests {
         assert_eq!(parse_redis_key(b"\xff\xff\xff\xffp", "p"), None);
         let e = redis_key("p", &driver, &[Value::String("x".into())])
             .unwrap_err()
-            .0;
+            .message()
+            .to_owned();
         assert!(e.contains("driver_id"), "{e}");
     }
 
@@ -502,7 +503,10 @@ mod tests {
         assert!(encode_value(&Value::Int(1 << 40), FeastType::Int32).is_err());
         // A stored value of another type than the feature's is named.
         let bytes = encode_value(&Value::Int(1), FeastType::Int64).unwrap();
-        let e = decode_value(&bytes, FeastType::String).unwrap_err().0;
+        let e = decode_value(&bytes, FeastType::String)
+            .unwrap_err()
+            .message()
+            .to_owned();
         assert!(e.contains("int64"), "{e}");
     }
 

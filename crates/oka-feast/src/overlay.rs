@@ -19,7 +19,7 @@ use crate::registry::{FeastRegistry, OnDemandView};
 /// registry's pipeline spec. An overlay may add but not redefine: a name the
 /// pipeline spec already has is refused, naming it.
 pub fn merge(spec: &mut Spec, overlay: Spec, origin: &str) -> Result<(), RepoError> {
-    let at = |m: String| RepoError(format!("{origin}: {m}"));
+    let at = |m: String| RepoError::new(format!("{origin}: {m}"));
     if overlay.version != SPEC_VERSION {
         return Err(at(format!("`version` must be {SPEC_VERSION}")));
     }
@@ -87,7 +87,7 @@ pub fn check(feast: &FeastRegistry, oka: &Registry) -> Result<(), RepoError> {
             continue;
         };
         let feature = oka.feature(id);
-        let at = |m: String| RepoError(format!("overlay feature `{}`: {m}", view.name));
+        let at = |m: String| RepoError::new(format!("overlay feature `{}`: {m}", view.name));
         if !matches!(feature.kind, FeatureKind::OnDemand { .. }) {
             return Err(at("it must be `kind: on_demand`".to_owned()));
         }
@@ -121,7 +121,7 @@ mod tests {
     fn merged(overlay: &str) -> Result<Spec, String> {
         let mut spec = Spec::from_yaml("p", PIPELINE).unwrap();
         let overlay = Spec::from_yaml("o.yaml", overlay).map_err(|e| e.to_string())?;
-        merge(&mut spec, overlay, "o.yaml").map_err(|e| e.0)?;
+        merge(&mut spec, overlay, "o.yaml").map_err(|e| e.message().to_owned())?;
         Ok(spec)
     }
 

@@ -243,28 +243,30 @@ impl FeastRegistry {
     pub fn load(path: &Path, project: &str) -> Result<Self, RepoError> {
         let shown = path.display();
         let size = std::fs::metadata(path)
-            .map_err(|e| RepoError(format!("{shown}: the registry cannot be read ({}); run `feast apply` in the feature repository first", crate::config::io_words(&e))))?
+            .map_err(|e| RepoError::caused(format!("{shown}: the registry cannot be read ({}); run `feast apply` in the feature repository first", crate::config::io_words(&e)), e))?
             .len();
         if size > MAX_REGISTRY_BYTES {
-            return Err(RepoError(format!(
+            return Err(RepoError::new(format!(
                 "{shown}: {size} bytes, more than a registry holds (at most {MAX_REGISTRY_BYTES}); is this the registry file?"
             )));
         }
         let bytes = std::fs::read(path).map_err(|e| {
-            RepoError(format!(
+            let why = format!(
                 "{shown}: the registry cannot be read ({})",
                 crate::config::io_words(&e)
-            ))
+            );
+            RepoError::caused(why, e)
         })?;
-        Self::decode(&bytes, project).map_err(|e| RepoError(format!("{shown}: {}", e.0)))
+        Self::decode(&bytes, project).map_err(|e| RepoError::caused(format!("{shown}: {e}"), e))
     }
 
     /// Decodes a registry's bytes, keeping the objects of `project`.
     pub fn decode(bytes: &[u8], project: &str) -> Result<Self, RepoError> {
         let registry = pc::Registry::decode(bytes).map_err(|e| {
-            RepoError(format!(
+            let why = format!(
                 "not a Feast registry (its protobuf does not decode: {e}); give the file registry `feast apply` writes"
-            ))
+            );
+            RepoError::caused(why, e)
         })?;
         let mut out = Self {
             project: project.to_owned(),
@@ -277,7 +279,7 @@ impl FeastRegistry {
                 continue;
             }
             let ty = FeastType::from_proto(spec.value_type).map_err(|t| {
-                RepoError(format!(
+                RepoError::new(format!(
                     "entity `{}`: join key `{}` has type {t}, which Oka does not serve",
                     spec.name, spec.join_key
                 ))
@@ -394,7 +396,7 @@ impl FeastRegistry {
     }
 
     fn add_view(&mut self, spec: &pc::FeatureViewSpec) -> Result<(), RepoError> {
-        let at = |what: String| RepoError(format!("feature view `{}`: {what}", spec.name));
+        let at = |what: String| RepoError::new(format!("feature view `{}`: {what}", spec.name));
         let join_keys = self.join_keys(&spec.entity_columns, &spec.entities, &at)?;
         let mut features = Vec::new();
         for f in &spec.features {
@@ -491,7 +493,22 @@ mod tests {
 
     #[test]
     fn garbage_is_not_a_registry() {
-        let e = FeastRegistry::decode(b"\xff\xff\xff", "p").unwrap_err().0;
-        assert!(e.contains("not a Feast registry"), "{e}");
+        let e = FeastRegistry::decode(b"\xff\xff\xff", "p").unwrap_err();
+        assert!(e.message().contains("not a Feast registry"), "{e}");
+        // The decoder's own error is kept as the cause.
+        let cause = std::error::Error::source(&e).expect("a cause");
+        assert!(cause.is::<prost::DecodeError>(), "{cause:?}");
+    }
+
+    #[test]
+    fn a_missing_registry_keeps_its_io_error() {
+        let e =
+            FeastRegistry::load(std::path::Path::new("/nonexistent/registry.db"), "p").unwrap_err();
+        assert!(e.message().contains("run `feast apply`"), "{e}");
+        let cause = std::error::Error::source(&e).expect("a cause");
+        let io = cause
+            .downcast_ref::<std::io::Error>()
+            .expect("an io::Error");
+        assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
     }
 }

@@ -126,7 +126,7 @@ pub fn add_on_demand(registry: &FeastRegistry, store_yaml: &std::path::Path, spe
 pub fn pipeline_yaml(registry: &FeastRegistry) -> Result<String, RepoError> {
     let body = pipeline_spec(registry)
         .to_yaml(&format!("Feast project {}", registry.project))
-        .map_err(|e| RepoError(e.to_string()))?;
+        .map_err(|e| RepoError::caused(e.to_string(), e))?;
     Ok(format!(
         "# Feast project {}: its online feature views as Oka reads them (oka feast spec).\n{body}",
         quote(&registry.project)

@@ -62,10 +62,10 @@ pub struct UdfEntry {
     memory_mib: u64,
 }
 
-/// Why a declaration was refused.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct DeclError(pub String);
+oka_core::described_error! {
+    /// Why a declaration was refused.
+    pub struct DeclError;
+}
 
 impl UdfEntry {
     /// Reads `decl`'s module (for a Feast view, finds it in `feast`).
@@ -75,7 +75,7 @@ impl UdfEntry {
         }
         let shown = decl.file.display().to_string();
         let path = std::fs::canonicalize(&decl.file).map_err(|e| {
-            DeclError(format!(
+            DeclError::new(format!(
                 "cannot read the Python file {shown}: {} (the path is relative to the spec's folder)",
                 oka_core::words::io_reason(&e)
             ))
@@ -102,7 +102,7 @@ impl UdfEntry {
     /// A Feast on-demand view, from the registry the server read.
     fn feast(decl: PythonDecl, memory_mib: u64, feast: &[FeastView]) -> Result<Self, DeclError> {
         let Some(view) = feast.iter().find(|v| v.name == decl.function) else {
-            return Err(DeclError(format!(
+            return Err(DeclError::new(format!(
                 "`{}` is a Feast on-demand view (style: feast), run from the Feast repository of {}: serve it with `oka serve --feast-repo DIR`",
                 decl.function,
                 decl.file.display()
@@ -299,7 +299,7 @@ fn is_timestamps(ty: &FieldType) -> bool {
 /// A module's source, bounded, as UTF-8 (`shown`: its path as the spec gives it).
 fn read_source(path: &Path, shown: &str) -> Result<String, DeclError> {
     use std::io::Read;
-    let refused = |why: String| DeclError(format!("{shown}: {why}"));
+    let refused = |why: String| DeclError::new(format!("{shown}: {why}"));
     let file = std::fs::File::open(path).map_err(|e| refused(oka_core::words::io_reason(&e)))?;
     let mut text = String::new();
     file.take(MAX_SOURCE_BYTES + 1)

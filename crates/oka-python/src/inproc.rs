@@ -30,10 +30,10 @@ pub trait Interpreter: Send + Sync + fmt::Debug {
     fn run(&self, batch: &[u8]) -> Result<Vec<u8>, InterpreterError>;
 }
 
-/// Why the interpreter could not run a batch (its exception, in words).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct InterpreterError(pub String);
+oka_core::described_error! {
+    /// Why the interpreter could not run a batch (its exception, in words).
+    pub struct InterpreterError;
+}
 
 /// Why the UDFs could not be loaded in the caller's interpreter.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -106,7 +106,9 @@ impl InProcess {
 
 impl oka_core::batch::PythonUdfs for InProcess {
     fn declare(&self, decl: PythonDecl) -> Result<Arc<dyn BatchUdf>, DeclareError> {
-        let entry = UdfEntry::new(decl, 0, &[]).map_err(|e| DeclareError { message: e.0 })?;
+        let entry = UdfEntry::new(decl, 0, &[]).map_err(|e| DeclareError {
+            message: e.message().to_owned(),
+        })?;
         let label = entry.label().to_owned();
         let mut declared = self
             .declared

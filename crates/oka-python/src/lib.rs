@@ -176,8 +176,10 @@ impl PythonRuntime {
 impl PythonRuntime {
     /// Adds `decl` to the UDFs the workers load: its index and label.
     fn add(&self, decl: PythonDecl) -> Result<(usize, String), DeclareError> {
-        let entry = UdfEntry::new(decl, self.config.memory_mib, &self.feast)
-            .map_err(|e| DeclareError { message: e.0 })?;
+        let entry =
+            UdfEntry::new(decl, self.config.memory_mib, &self.feast).map_err(|e| DeclareError {
+                message: e.message().to_owned(),
+            })?;
         let label = entry.label().to_owned();
         let mut entries = self
             .entries

@@ -114,13 +114,13 @@ pub fn write_frame(w: &mut impl Write, payload: &[u8]) -> Result<(), FrameError>
     })
 }
 
-/// A message that is not what the protocol says comes next.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct ProtocolError(pub String);
+oka_core::described_error! {
+    /// A message that is not what the protocol says comes next.
+    pub struct ProtocolError;
+}
 
 fn bad(what: impl Into<String>) -> ProtocolError {
-    ProtocolError(what.into())
+    ProtocolError::new(what.into())
 }
 
 /// The worker's first message.

@@ -21,11 +21,11 @@ pub const VALUES_FIELD: &str = "values_json";
 /// The hash field of the key's fields as a JSON object.
 pub const KEYS_FIELD: &str = "keys_json";
 
-/// Why a hash cannot be mapped onto the feature's entity (the message names the
-/// field and what was expected).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct MapError(pub String);
+oka_core::described_error! {
+    /// Why a hash cannot be mapped onto the feature's entity (the message names the
+    /// field and what was expected).
+    pub struct MapError;
+}
 
 /// The Redis key Volga's pipeline writes `key` of `feature` under: Python's
 /// `json.dumps(keys, sort_keys=True)` of the key fields, byte for byte (`", "` and
@@ -39,7 +39,7 @@ pub fn redis_key(feature: &Feature, key: &EntityKey) -> Result<String, MapError>
         .map(|(c, v)| (&*c.name, &c.ty, v.as_str()))
         .collect();
     if named.len() != fields.len() {
-        return Err(MapError(format!(
+        return Err(MapError::new(format!(
             "key `{key}` has {} fields; entity `{}` has {}",
             fields.len(),
             entity.name,
@@ -108,7 +108,7 @@ pub fn record(
     let entity = &feature.entity;
     let mut values: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(values_json)
-            .map_err(|e| MapError(format!("`values_json` is not a JSON object: {e}")))?;
+            .map_err(|e| MapError::caused(format!("`values_json` is not a JSON object: {e}"), e))?;
     if let Some(t) = hash_time {
         let t = String::from_utf8_lossy(t).into_owned();
         values.insert(
@@ -128,7 +128,7 @@ pub fn record(
         if i == entity.timestamp_index {
             if let Some(v) = given {
                 event_time = volga_time(v).ok_or_else(|| {
-                    MapError(format!(
+                    MapError::new(format!(
                         "`values_json` field `{}` is not a time (RFC 3339, ISO 8601 or epoch seconds): {v}",
                         c.name
                     ))
@@ -140,7 +140,7 @@ pub fn record(
         let value = match given {
             None => Value::Null,
             Some(v) => c.ty.from_json(v).map_err(|e| {
-                MapError(format!(
+                MapError::new(format!(
                     "`values_json` field `{}` of entity `{}`: {e}",
                     c.name, entity.name
                 ))
@@ -170,7 +170,7 @@ pub fn key_values(feature: &Feature, key: &EntityKey) -> Result<Vec<Value>, MapE
             FieldType::Int => v
                 .parse::<i64>()
                 .map(Value::Int)
-                .map_err(|_| MapError(format!("key field `{}` is not an int: {v}", c.name))),
+                .map_err(|_| MapError::new(format!("key field `{}` is not an int: {v}", c.name))),
             _ => Ok(Value::String(v.as_str().into())),
         })
         .collect()
@@ -180,13 +180,13 @@ pub fn key_values(feature: &Feature, key: &EntityKey) -> Result<Vec<Value>, MapE
 /// field present with its type (an int may be written as a JSON integer only).
 pub fn keys_from_json(feature: &Feature, keys_json: &[u8]) -> Result<Vec<Value>, MapError> {
     let keys: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(keys_json)
-        .map_err(|e| MapError(format!("`keys_json` is not a JSON object: {e}")))?;
+        .map_err(|e| MapError::caused(format!("`keys_json` is not a JSON object: {e}"), e))?;
     let entity = &feature.entity;
     if let Some(extra) = keys
         .keys()
         .find(|k| !entity.keys().any(|c| &*c.name == k.as_str()))
     {
-        return Err(MapError(format!(
+        return Err(MapError::new(format!(
             "`keys_json` has field `{extra}`, which is not a key field of entity `{}` (its keys: {})",
             entity.name,
             entity
@@ -199,9 +199,9 @@ pub fn keys_from_json(feature: &Feature, keys_json: &[u8]) -> Result<Vec<Value>,
     entity
         .keys()
         .map(|c| {
-            let v = keys
-                .get(&*c.name)
-                .ok_or_else(|| MapError(format!("`keys_json` lacks key field `{}`", c.name)))?;
+            let v = keys.get(&*c.name).ok_or_else(|| {
+                MapError::new(format!("`keys_json` lacks key field `{}`", c.name))
+            })?;
             match (&c.ty, v) {
                 (FieldType::String, serde_json::Value::String(s)) => {
                     Ok(Value::String(s.as_str().into()))
@@ -209,7 +209,7 @@ pub fn keys_from_json(feature: &Feature, keys_json: &[u8]) -> Result<Vec<Value>,
                 (FieldType::Int, serde_json::Value::Number(n)) if n.is_i64() => {
                     Ok(Value::Int(n.as_i64().unwrap_or_default()))
                 }
-                _ => Err(MapError(format!(
+                _ => Err(MapError::new(format!(
                     "`keys_json` field `{}` must be {}, got {v}",
                     c.name, c.ty
                 ))),

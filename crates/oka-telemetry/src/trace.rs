@@ -63,10 +63,10 @@ impl std::fmt::Debug for Tracer {
     }
 }
 
-/// A tracer could not be started.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct TraceStartError(pub(crate) String);
+oka_core::described_error! {
+    /// A tracer could not be started.
+    pub struct TraceStartError;
+}
 
 impl Tracer {
     /// Starts exporting to `config`'s endpoint as `service` (the resource's
@@ -78,7 +78,7 @@ impl Tracer {
         service: &'static str,
     ) -> Result<Arc<Self>, TraceStartError> {
         let io = export::Io::spawn().map_err(|e| {
-            TraceStartError(format!(
+            TraceStartError::new(format!(
                 "could not start the trace exporter's thread: {}",
                 crate::words::io_reason(&e)
             ))

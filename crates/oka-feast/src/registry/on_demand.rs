@@ -89,8 +89,9 @@ impl FeastRegistry {
         spec: &pc::OnDemandFeatureViewSpec,
         proto: &[u8],
     ) -> Result<(), RepoError> {
-        let at =
-            |what: String| RepoError(format!("on-demand feature view `{}`: {what}", spec.name));
+        let at = |what: String| {
+            RepoError::new(format!("on-demand feature view `{}`: {what}", spec.name))
+        };
         if spec.write_to_online_store {
             return self.add_written(spec, proto, &at);
         }

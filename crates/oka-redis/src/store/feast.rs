@@ -64,10 +64,11 @@ impl RedisStore {
         let mut names = Vec::with_capacity(keys.len());
         let mut key_values = Vec::with_capacity(keys.len());
         for k in keys {
-            let values = volga_layout::key_values(feature, k).map_err(|e| corrupt(e.0))?;
+            let values = volga_layout::key_values(feature, k)
+                .map_err(|e| corrupt(e.message().to_owned()))?;
             names.push(
                 layout::redis_key(&registry.project, &view.join_keys, &values)
-                    .map_err(|e| corrupt(e.0))?,
+                    .map_err(|e| corrupt(e.message().to_owned()))?,
             );
             key_values.push(values);
         }
@@ -129,9 +130,10 @@ impl RedisStore {
         // The newest record of each key in the batch.
         let mut newest: std::collections::HashMap<Vec<u8>, &Row> = std::collections::HashMap::new();
         for (key, row) in records {
-            let values = volga_layout::key_values(feature, key).map_err(|e| invalid(e.0))?;
+            let values = volga_layout::key_values(feature, key)
+                .map_err(|e| invalid(e.message().to_owned()))?;
             let name = layout::redis_key(&registry.project, &view.join_keys, &values)
-                .map_err(|e| invalid(e.0))?;
+                .map_err(|e| invalid(e.message().to_owned()))?;
             match newest.get(&name) {
                 Some(kept) if kept.event_time >= row.event_time => {}
                 _ => {
@@ -163,7 +165,8 @@ impl RedisStore {
             {
                 continue;
             }
-            let fields = hash_fields(feature, view, row).map_err(|e| invalid(e.0))?;
+            let fields =
+                hash_fields(feature, view, row).map_err(|e| invalid(e.message().to_owned()))?;
             let queued: Result<(), fred::error::Error> =
                 pipeline.hset(name.as_slice(), fields).await;
             queued.map_err(|e| self.conn.map(&e))?;
@@ -201,7 +204,7 @@ fn hash_fields(
         };
         let value = row.columns.get(i).unwrap_or(&Value::Null);
         let bytes = layout::encode_value(value, f.ty)
-            .map_err(|e| layout::LayoutError(format!("feature `{}`: {e}", f.name)))?;
+            .map_err(|e| layout::LayoutError::caused(format!("feature `{}`: {e}", f.name), e))?;
         fields.push((
             fred::types::Key::from(&layout::feature_field(&view.name, &f.name)[..]),
             RedisValue::Bytes(bytes.into()),
@@ -249,7 +252,8 @@ fn feast_row(
     let Some(ts) = got.last().map(bytes_of).transpose()?.flatten() else {
         return Ok(Vec::new());
     };
-    let event_time = layout::decode_timestamp(ts).map_err(|e| RowError::Layout(e.0))?;
+    let event_time =
+        layout::decode_timestamp(ts).map_err(|e| RowError::Layout(e.message().to_owned()))?;
     let entity = &feature.entity;
     let mut columns = Vec::with_capacity(entity.columns.len());
     let mut keys = key_values.into_iter();

@@ -65,10 +65,10 @@ pub struct TraceConfig {
     pub sampler: SamplerChoice,
 }
 
-/// A tracing setting that cannot be used, in words.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct TraceConfigError(String);
+oka_core::described_error! {
+    /// A tracing setting that cannot be used, in words.
+    pub struct TraceConfigError;
+}
 
 const ENDPOINT: &str = "`--otlp-endpoint` (OTEL_EXPORTER_OTLP_ENDPOINT)";
 const PROTOCOL: &str = "`--otlp-protocol` (OTEL_EXPORTER_OTLP_PROTOCOL)";
@@ -90,14 +90,14 @@ impl TraceConfig {
             None | Some("" | "http/protobuf") => Protocol::HttpProtobuf,
             Some("grpc") => Protocol::Grpc,
             Some(other) => {
-                return Err(TraceConfigError(format!(
+                return Err(TraceConfigError::new(format!(
                     "{PROTOCOL} is `{other}`: use `http/protobuf` (port 4318) or `grpc` (port 4317)"
                 )));
             }
         };
         let base = endpoint.trim();
         let uri: hyper::Uri = base.parse().map_err(|_| {
-            TraceConfigError(format!(
+            TraceConfigError::new(format!(
                 "{ENDPOINT} is `{base}`, not a URL: give the collector's base URL, e.g. http://localhost:4318"
             ))
         })?;
@@ -105,12 +105,12 @@ impl TraceConfig {
             (Some("http"), _) | (Some("https"), Protocol::HttpProtobuf) if uri.host().is_some() => {
             }
             (Some("https"), Protocol::Grpc) => {
-                return Err(TraceConfigError(format!(
+                return Err(TraceConfigError::new(format!(
                     "{ENDPOINT} is `{base}`: over gRPC spans are sent without TLS; use `--otlp-protocol http/protobuf` for an https:// collector, or a collector on the node or in the pod"
                 )));
             }
             _ => {
-                return Err(TraceConfigError(format!(
+                return Err(TraceConfigError::new(format!(
                     "{ENDPOINT} is `{base}`: give the collector's base URL with its scheme, e.g. http://localhost:4318 or https://collector.example:4318"
                 )));
             }
@@ -141,7 +141,7 @@ fn sampler_choice(
         Some("always_on") => (false, Some(1.0)),
         Some("always_off") => (false, Some(0.0)),
         Some(other) => {
-            return Err(TraceConfigError(format!(
+            return Err(TraceConfigError::new(format!(
                 "{SAMPLER} is `{other}`: use parentbased_traceidratio (the default), traceidratio, parentbased_always_on, parentbased_always_off, always_on or always_off"
             )));
         }
@@ -154,7 +154,7 @@ fn sampler_choice(
             .ok()
             .filter(|r| (0.0..=1.0).contains(r))
             .ok_or_else(|| {
-                TraceConfigError(format!(
+                TraceConfigError::new(format!(
                     "{RATIO} is `{r}`: give the share of new traces to sample, from 0 to 1 (e.g. 0.01 for 1%)"
                 ))
             })?,

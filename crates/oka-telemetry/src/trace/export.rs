@@ -102,10 +102,11 @@ impl Io {
             }
         };
         let exporter = built.map_err(|e| {
-            TraceStartError(format!(
+            let why = format!(
                 "the OTLP exporter for {} could not be set up: {e}",
                 config.endpoint
-            ))
+            );
+            TraceStartError::caused(why, e)
         })?;
         let counted = Counted {
             exporter,
@@ -141,7 +142,7 @@ fn connector(config: &TraceConfig) -> Result<HttpsConnector<HttpConnector>, Trac
         Some(path) => {
             let flag = "OTEL_EXPORTER_OTLP_CERTIFICATE";
             crate::http::tls::read_roots(path, flag, "the collector's certificate")
-                .map_err(|e| TraceStartError(e.message))?
+                .map_err(|e| TraceStartError::caused(e.message.clone(), e))?
         }
         None => rustls::RootCertStore {
             roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
@@ -151,7 +152,7 @@ fn connector(config: &TraceConfig) -> Result<HttpsConnector<HttpConnector>, Trac
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .map_err(|e| TraceStartError(format!("TLS for the OTLP collector: {e}")))?
+    .map_err(|e| TraceStartError::caused(format!("TLS for the OTLP collector: {e}"), e))?
     .with_root_certificates(roots)
     .with_no_client_auth();
     Ok(HttpsConnectorBuilder::new()

@@ -160,7 +160,7 @@ fn json_of(v: &ProtoValue) -> Json {
 /// the features, as the HTTP route answers them.
 fn response(computed: &Computed, plan: &Plan) -> Result<GetOnlineFeaturesResponse, ApiError> {
     let encode_failed = |e: layout::LayoutError| {
-        tracing::warn!(error = %e.0, "a value could not be written as Feast's");
+        tracing::warn!(error = %e, "a value could not be written as Feast's");
         ApiError::new(ErrorCode::Internal, "internal error")
     };
     let epoch = prost_types::Timestamp::default();

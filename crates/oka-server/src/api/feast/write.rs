@@ -491,7 +491,7 @@ fn check_types(view: &FeatureView, entity: &oka_core::Entity, row: &Row) -> Resu
             continue;
         };
         if let Err(e) = layout::from_oka(v, c.ty) {
-            return Err(BadRow(format!("`{}`: {}", c.name, e.0)));
+            return Err(BadRow(format!("`{}`: {}", c.name, e)));
         }
     }
     Ok(())
