@@ -55,6 +55,47 @@ pub fn from_slice<'de, T: Deserialize<'de>>(body: &'de [u8]) -> serde_json::Resu
     }
 }
 
+/// A JSON string borrowed from the body when it has no escapes (most names do),
+/// else decoded into its own buffer: a `Vec<Text>` of names parses without one
+/// allocation per name (serde's `Cow<str>` borrows only as a field of its own).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Text<'a>(pub std::borrow::Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<String> for Text<'_> {
+    fn from(s: String) -> Self {
+        Self(std::borrow::Cow::Owned(s))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = Text<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, s: &'de str) -> Result<Text<'a>, E> {
+                Ok(Text(std::borrow::Cow::Borrowed(s)))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Text<'a>, E> {
+                Ok(Text(std::borrow::Cow::Owned(s.to_owned())))
+            }
+            fn visit_string<E>(self, s: String) -> Result<Text<'a>, E> {
+                Ok(Text(std::borrow::Cow::Owned(s)))
+            }
+        }
+        d.deserialize_str(Visitor(std::marker::PhantomData))
+    }
+}
+
 /// The first top-level field of the object `body` that is not in `fields`.
 fn unknown_field(body: &[u8], fields: &[&str]) -> Option<String> {
     let object: BTreeMap<String, IgnoredAny> = serde_json::from_slice(body).ok()?;
@@ -94,6 +135,14 @@ mod tests {
             parse(r#"{"a": "x", "z": 1}"#),
             Err(BodyError::UnknownField { .. })
         ));
+    }
+
+    #[test]
+    fn text_borrows_unless_escaped() {
+        let names: Vec<Text<'_>> = from_slice(br#"["a:b", "c\u0021"]"#).unwrap();
+        assert!(matches!(names[0].0, std::borrow::Cow::Borrowed("a:b")));
+        assert!(matches!(&names[1].0, std::borrow::Cow::Owned(s) if s == "c!"));
+        assert!(from_slice::<Vec<Text<'_>>>(b"[1]").is_err());
     }
 
     #[test]

@@ -23,27 +23,22 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Re
         })
         .collect();
     out.extend_from_slice(b"{\"results\":[");
-    for (c, column) in plan.columns.iter().enumerate() {
+    for (c, column) in plan.columns().enumerate() {
         if c > 0 {
             out.push(b',');
         }
         match column {
             Out::Entity(values, _) => write_entity(values, out),
-            Out::Feature {
-                target,
-                column: at,
-                on_demand,
-                ..
-            } => {
-                let timed = !on_demand;
-                if let Some(view) = views.get_mut(*target) {
-                    write_feature(view, *at, timed, out);
+            Out::Feature(feature) => {
+                let timed = !feature.on_demand;
+                if let Some(view) = views.get_mut(feature.target) {
+                    write_feature(view, feature.column, timed, out);
                 }
             }
         }
     }
     out.extend_from_slice(b"],\"metadata\":{\"feature_names\":[");
-    for (i, name) in plan.names.iter().enumerate() {
+    for (i, name) in plan.names().enumerate() {
         if i > 0 {
             out.push(b',');
         }

@@ -43,7 +43,7 @@ pub(crate) async fn features(
     let mut timing = Timing::default();
     let groups = compute_groups(state, &loaded, requests, call, &mut timing).await?;
     let t = Instant::now();
-    let mut out = Vec::with_capacity(256 + 64 * plan.rows * plan.columns.len());
+    let mut out = Vec::with_capacity(256 + 64 * plan.rows * plan.width());
     super::write_response(&groups, &plan, &mut out)?;
     let done = Instant::now();
     timing.encode = done.saturating_duration_since(t);
@@ -71,8 +71,7 @@ pub(crate) async fn compute_groups(
         Some(r) => time_budget(r, deadline, default)?,
         None => deadline.unwrap_or(default),
     };
-    let groups = requests.into_iter().map(|request| async move {
-        let mut timing = Timing::default();
+    let group = |request| {
         let request = Request {
             request,
             keys: KeyPolicy::Strict,
@@ -80,13 +79,25 @@ pub(crate) async fn compute_groups(
             budget,
             trace,
         };
-        compute(state, loaded, request, &mut timing)
-            .await
-            .map(|c| (c, timing))
-    });
+        async move {
+            let mut timing = Timing::default();
+            let computed = compute(state, loaded, request, &mut timing).await?;
+            Ok::<_, ApiError>((computed, timing))
+        }
+    };
+    if requests.len() == 1 {
+        // One group (no on-demand view's request data differs between rows):
+        // computed as Oka's own route computes its request.
+        let Some(request) = requests.into_iter().next() else {
+            return Ok(Vec::new());
+        };
+        let (computed, t) = group(request).await?;
+        *timing = t;
+        return Ok(vec![computed]);
+    }
     // At most GROUPS_AT_ONCE groups in flight: rows that all give different
     // request data must not fan out into as many concurrent store reads.
-    let done: Vec<_> = futures::stream::iter(groups)
+    let done: Vec<_> = futures::stream::iter(requests.into_iter().map(group))
         .buffered(GROUPS_AT_ONCE)
         .try_collect()
         .await?;

@@ -40,6 +40,7 @@ use crate::metrics::Route;
 use crate::serve::{self, Timing};
 use crate::spans;
 use crate::state::AppState;
+use oka_core::json::Text;
 
 /// Both of Feast's gRPC services, on one worker's state.
 #[derive(Clone)]
@@ -85,8 +86,7 @@ async fn get_online_features(
 ) -> Result<GetOnlineFeaturesResponse, ApiError> {
     let feast = registry(state)?;
     let loaded = state.shared.loaded.load_full();
-    let registry = &loaded.registry;
-    let (requests, plan) = super::plan(&feast, registry, &feast_request(request)?)?;
+    let (requests, plan) = super::plan(&feast, &loaded.registry, &feast_request(request)?)?;
     let mut timing = Timing::default();
     let groups = compute_groups(state, &loaded, requests, call, &mut timing).await?;
     let answer = response(&groups, &plan)?;
@@ -102,7 +102,7 @@ async fn get_online_features(
 /// The gRPC request as the one Feast's HTTP route takes: the entity columns and
 /// the request context (request data of on-demand views) both in `entities`,
 /// sorted by name (a protobuf map has no order).
-fn feast_request(request: GetOnlineFeaturesRequest) -> Result<super::Request, ApiError> {
+fn feast_request(request: GetOnlineFeaturesRequest) -> Result<super::Request<'static>, ApiError> {
     let mut columns: Vec<(String, RepeatedValue)> = request
         .entities
         .into_iter()
@@ -122,7 +122,7 @@ fn feast_request(request: GetOnlineFeaturesRequest) -> Result<super::Request, Ap
     Ok(super::Request {
         entities,
         feature_service,
-        features,
+        features: features.into_iter().map(Text::from).collect(),
         full_feature_names: request.full_feature_names,
         include_feature_view_version_metadata: request.include_feature_view_version_metadata,
     })
@@ -165,40 +165,36 @@ fn response(computed: &Computed, plan: &Plan) -> Result<GetOnlineFeaturesRespons
     };
     let epoch = prost_types::Timestamp::default();
     let views = plan.checked_outcomes(computed)?;
-    let mut results = Vec::with_capacity(plan.columns.len());
-    for column in &plan.columns {
+    let mut results = Vec::with_capacity(plan.width());
+    for column in plan.columns() {
         let vector = match column {
             Out::Entity(values, ty) => FeatureVector {
                 values: values
                     .iter()
-                    .map(|v| layout::from_oka(v, *ty))
+                    .map(|v| layout::from_oka(v, ty))
                     .collect::<Result<_, _>>()
                     .map_err(encode_failed)?,
                 statuses: vec![FieldStatus::Present as i32; values.len()],
                 event_timestamps: vec![epoch; values.len()],
             },
-            Out::Feature {
-                target,
-                column: at,
-                ty,
-                on_demand,
-            } => {
+            Out::Feature(feature) => {
+                let (at, ty) = (feature.column, feature.ty);
                 let mut vector = FeatureVector::default();
-                for outcome in views.get(*target).map_or(&[][..], Vec::as_slice) {
+                for outcome in views.get(feature.target).map_or(&[][..], Vec::as_slice) {
                     let row = match outcome {
                         Some(Outcome::Present(rows)) => rows.first(),
                         _ => None,
                     };
                     let value = match (row, at) {
-                        (Some(row), Some(at)) => row.columns.get(*at).unwrap_or(&Value::Null),
+                        (Some(row), Some(at)) => row.columns.get(at).unwrap_or(&Value::Null),
                         _ => &Value::Null,
                     };
                     vector
                         .values
-                        .push(layout::from_oka(value, *ty).map_err(encode_failed)?);
+                        .push(layout::from_oka(value, ty).map_err(encode_failed)?);
                     vector.statuses.push(FieldStatus::Present as i32);
                     // An on-demand view's values have no event time: the epoch.
-                    let row = row.filter(|_| !on_demand);
+                    let row = row.filter(|_| !feature.on_demand);
                     vector
                         .event_timestamps
                         .push(row.map_or(epoch, |r| prost_types::Timestamp {
@@ -214,7 +210,7 @@ fn response(computed: &Computed, plan: &Plan) -> Result<GetOnlineFeaturesRespons
     Ok(GetOnlineFeaturesResponse {
         metadata: Some(GetOnlineFeaturesResponseMetadata {
             feature_names: Some(FeatureList {
-                val: plan.names.clone(),
+                val: plan.names().map(str::to_owned).collect(),
             }),
             feature_view_metadata: Vec::new(),
         }),
