@@ -38,12 +38,17 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Re
         }
     }
     out.extend_from_slice(b"],\"metadata\":{\"feature_names\":[");
-    for (i, name) in plan.names().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_json_str(out, name);
+    let keys = &plan.shape.keys;
+    for (key, _) in &plan.entities {
+        write_json_str(out, &keys[*key].name);
+        out.push(b',');
     }
+    // The features' names, written when their list was planned.
+    let features = &plan.shape.names_json;
+    if features.is_empty() {
+        out.pop_if(|b| *b == b',');
+    }
+    out.extend_from_slice(features);
     out.extend_from_slice(b"]}}");
     Ok(())
 }

@@ -40,7 +40,6 @@ use crate::metrics::Route;
 use crate::serve::{self, Timing};
 use crate::spans;
 use crate::state::AppState;
-use oka_core::json::Text;
 
 /// Both of Feast's gRPC services, on one worker's state.
 #[derive(Clone)]
@@ -122,7 +121,7 @@ fn feast_request(request: GetOnlineFeaturesRequest) -> Result<super::Request<'st
     Ok(super::Request {
         entities,
         feature_service,
-        features: features.into_iter().map(Text::from).collect(),
+        features: super::Features::List(features),
         full_feature_names: request.full_feature_names,
         include_feature_view_version_metadata: request.include_feature_view_version_metadata,
     })

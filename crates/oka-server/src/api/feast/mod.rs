@@ -18,6 +18,7 @@ use oka_core::{ErrorCode, FeatureRequest, Prepared, Registry, Value};
 use oka_feast::registry::{FeastRegistry, FeastType};
 use serde::Deserialize;
 use serde_json::Value as Json;
+use serde_json::value::RawValue;
 
 use crate::error::ApiError;
 
@@ -33,19 +34,55 @@ pub(crate) use routes::{post_online, routes};
 pub use write::{push, write_to_online_store};
 
 /// Feast's request body (fields Feast's server does not know are ignored, as
-/// its pydantic model ignores them); the feature references are borrowed from
-/// the body.
+/// its pydantic model ignores them).
 #[derive(Debug, Deserialize)]
 pub(crate) struct Request<'a> {
     pub(crate) entities: indexmap::IndexMap<String, Vec<Json>>,
     #[serde(default)]
     pub(crate) feature_service: Option<String>,
-    #[serde(default, borrow)]
-    pub(crate) features: Vec<Text<'a>>,
+    #[serde(default, borrow, deserialize_with = "Features::json")]
+    pub(crate) features: Features<'a>,
     #[serde(default)]
     pub(crate) full_feature_names: bool,
     #[serde(default)]
     pub(crate) include_feature_view_version_metadata: bool,
+}
+
+/// A request's feature references.
+#[derive(Debug)]
+pub(crate) enum Features<'a> {
+    /// The JSON body's array as written, parsed only when no shape is kept
+    /// for it ([`plan`]): a model server sends the same bytes every time.
+    Json(&'a RawValue),
+    /// A list of names (gRPC's, or none).
+    List(Vec<String>),
+}
+
+impl Default for Features<'_> {
+    fn default() -> Self {
+        Self::List(Vec::new())
+    }
+}
+
+impl<'a> Features<'a> {
+    fn json<'de: 'a, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        <&'a RawValue>::deserialize(d).map(Self::Json)
+    }
+
+    /// The names, borrowed from the body when they have no escapes; an error
+    /// when the JSON is not an array of strings.
+    pub(crate) fn names(&self) -> Result<Vec<Text<'_>>, ApiError> {
+        match self {
+            Self::List(names) => Ok(names.iter().map(|n| Text(n.as_str().into())).collect()),
+            Self::Json(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+                // The error's line and column are within the array, not the body.
+                let e = e.to_string();
+                let e = e.rsplit_once(" at line ").map_or(e.as_str(), |(e, _)| e);
+                let why = format!("invalid request body: `features` must be a list of feature references (`<feature view>:<feature>`): {e}");
+                bad(ErrorCode::MalformedRequest, why)
+            }),
+        }
+    }
 }
 
 /// One output column of the answer.

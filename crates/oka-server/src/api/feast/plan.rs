@@ -9,12 +9,13 @@ use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use oka_core::entity::position_near;
+use oka_core::json::Text;
 use oka_core::request::{ArgMap, KeyList, KeyValue};
 use oka_core::{ErrorCode, FeatureRequest, Registry, Value};
 use oka_feast::registry::{Column, FeastRegistry, FeastType, OnDemandView};
 use serde_json::Value as Json;
 
-use super::{Plan, Request, bad};
+use super::{Features, Plan, Request, bad};
 use crate::error::ApiError;
 
 /// What a feature list (or feature service) makes of a request, whatever its
@@ -25,6 +26,9 @@ pub(crate) struct Shape {
     views: Vec<View>,
     /// The features' names in the answer.
     pub(crate) names: Vec<String>,
+    /// The same, as JSON strings separated by commas (the end of the JSON
+    /// answer's `feature_names`).
+    pub(crate) names_json: Vec<u8>,
     /// The features' columns, in the answer's order.
     pub(crate) features: Vec<Feature>,
     /// The join keys whose entity columns the request needs, in first-use
@@ -130,9 +134,27 @@ struct Plans {
 struct Kept {
     hash: u64,
     service: Option<String>,
-    features: Vec<String>,
+    features: List,
     full: bool,
     shape: Arc<Shape>,
+}
+
+/// A kept feature list: as the JSON body wrote it, or as gRPC listed it.
+#[derive(PartialEq, Eq, Hash)]
+enum List {
+    Json(Box<str>),
+    Names(Vec<String>),
+}
+
+impl List {
+    /// Whether `features` is this list (in the same form).
+    fn is(&self, features: &Features<'_>) -> bool {
+        match (self, features) {
+            (Self::Json(kept), Features::Json(raw)) => **kept == *raw.get(),
+            (Self::Names(kept), Features::List(names)) => kept == names,
+            _ => false,
+        }
+    }
 }
 
 impl Plans {
@@ -152,19 +174,27 @@ impl Plans {
         let service = request.feature_service.as_deref();
         let features = &request.features;
         let full = request.full_feature_names;
-        let hash = self.hasher.hash_one((service, features, full));
+        let hash = match features {
+            Features::Json(raw) => self.hasher.hash_one((service, raw.get(), full)),
+            Features::List(names) => self.hasher.hash_one((service, names, full)),
+        };
         let found = self.kept.iter().find(|k| {
             k.hash == hash
                 && k.full == full
                 && k.service.as_deref() == service
-                && k.features.len() == features.len()
-                && k.features.iter().zip(features).all(|(a, b)| *a == **b)
+                && k.features.is(features)
         });
         if let Some(k) = found {
             return Ok(Arc::clone(&k.shape));
         }
         let shape = Arc::new(Shape::new(feast, registry, request)?);
-        let bytes: usize = features.iter().map(|f| f.len()).sum();
+        let (list, bytes) = match features {
+            Features::Json(raw) => (List::Json(raw.get().into()), raw.get().len()),
+            Features::List(names) => {
+                let bytes = names.iter().map(String::len).sum();
+                (List::Names(names.clone()), bytes)
+            }
+        };
         if bytes <= KEPT_LIST_BYTES {
             if self.kept.len() == SHAPES_KEPT {
                 self.kept.clear();
@@ -172,7 +202,7 @@ impl Plans {
             self.kept.push(Kept {
                 hash,
                 service: service.map(str::to_owned),
-                features: features.iter().map(|f| f.to_string()).collect(),
+                features: list,
                 full,
                 shape: Arc::clone(&shape),
             });
@@ -192,6 +222,7 @@ impl Shape {
         let mut shape = Self {
             views: Vec::new(),
             names: Vec::new(),
+            names_json: Vec::new(),
             features: Vec::new(),
             keys: Vec::new(),
             request_columns: Vec::new(),
@@ -203,11 +234,12 @@ impl Shape {
         // entity's columns).
         let mut last: Option<(&str, Named<'_>, usize, _)> = None;
         let mut next = (0, 0);
+        let names = request.features.names()?;
         for Ref {
             view: view_name,
             feature,
             shown,
-        } in feature_refs(feast, registry, request)?
+        } in feature_refs(feast, registry, request, &names)?
         {
             let no_feature = || {
                 bad(
@@ -242,6 +274,12 @@ impl Shape {
                 ty: view.features()[at].ty,
                 on_demand: matches!(view, Named::OnDemand(_)),
             });
+        }
+        for (i, name) in shape.names.iter().enumerate() {
+            if i > 0 {
+                shape.names_json.push(b',');
+            }
+            oka_core::value::write_json_str(&mut shape.names_json, name);
         }
         Ok(shape)
     }
@@ -293,6 +331,7 @@ fn feature_refs<'r>(
     feast: &'r FeastRegistry,
     registry: &Registry,
     request: &'r Request<'_>,
+    names: &'r [Text<'_>],
 ) -> Result<Vec<Ref<'r>>, ApiError> {
     let full = request.full_feature_names;
     let shown = |view: &str, feature: &str| {
@@ -332,7 +371,7 @@ fn feature_refs<'r>(
     } else {
         // Each view is looked up once per run of its features.
         let mut checked = None;
-        for r in &request.features {
+        for r in names {
             let Some((view, feature)) = r.split_once(':') else {
                 return Err(bad(
                     ErrorCode::InvalidRequest,
@@ -630,6 +669,16 @@ mod tests {
         let bad_key = r#"{"features": ["stats:a"], "entities": {"driver_id": [true]}}"#;
         let e = plan(&feast, &registry, &request(bad_key)).unwrap_err();
         assert!(e.message.contains("`entities.driver_id[0]`"), "{e:?}");
+        // Not a list of names: malformed, kept or not.
+        for body in [
+            r#"{"features": [1], "entities": {"driver_id": [1]}}"#,
+            r#"{"features": "stats:a", "entities": {}}"#,
+        ] {
+            let e = plan(&feast, &registry, &request(body)).unwrap_err();
+            assert_eq!(e.code, ErrorCode::MalformedRequest, "{e:?}");
+            assert!(e.message.contains("`features` must be a list"), "{e:?}");
+            assert!(!e.message.contains(" at line "), "{e:?}");
+        }
         // An unknown feature is never kept: refused every time.
         let unknown = r#"{"features": ["stats:zz"], "entities": {"driver_id": [1]}}"#;
         for _ in 0..2 {
