@@ -3,14 +3,52 @@
 //! SDK wrote (`oka_feast::layout`), pipelined: one round trip per request. A
 //! hash without the view's event time holds no record of that view.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use fred::prelude::*;
+use fred::types::Key;
 use oka_core::entity::position_near;
 use oka_core::{EntityKey, Feature, Query, Row, Value};
+use oka_feast::FeastRegistry;
 use oka_feast::layout;
+use oka_feast::registry::FeatureView as FeastView;
 use oka_storage::{StoreError, StoreErrorKind};
 
 use super::{RedisStore, RedisValue, array_of, bytes_of};
 use crate::volga_layout;
+
+thread_local! {
+    /// The fields each view's reads ask for, per worker thread, for the
+    /// registry they were worked out from (held: no other takes its address).
+    static READ_FIELDS: RefCell<(Option<Arc<FeastRegistry>>, FieldsByView)> = RefCell::default();
+}
+
+/// A view's read fields, by the view's name.
+type FieldsByView = HashMap<String, Arc<[Key]>>;
+
+/// The fields a read of `view` asks for: its features' (`mmh3` of
+/// `<view>:<feature>`), then its event time's. Worked out once per registry
+/// and view (hashing them on every read cost a tenth of a request).
+fn read_fields(registry: &Arc<FeastRegistry>, view: &FeastView) -> Arc<[Key]> {
+    READ_FIELDS.with_borrow_mut(|(kept_for, views)| {
+        if !kept_for.as_ref().is_some_and(|r| Arc::ptr_eq(r, registry)) {
+            views.clear();
+            *kept_for = Some(Arc::clone(registry));
+        }
+        if let Some(fields) = views.get(&view.name) {
+            return Arc::clone(fields);
+        }
+        let features = view.features.iter();
+        let fields: Arc<[Key]> = features
+            .map(|f| Key::from(&layout::feature_field(&view.name, &f.name)[..]))
+            .chain([Key::from(layout::ts_field(&view.name))])
+            .collect();
+        views.insert(view.name.clone(), Arc::clone(&fields));
+        fields
+    })
+}
 
 impl RedisStore {
     /// The registry of a `latest` read (the only one Feast's layout answers).
@@ -55,12 +93,7 @@ impl RedisStore {
                 format!("redis: Feast's `{}`: {m}", view.name),
             )
         };
-        let mut fields: Vec<fred::types::Key> = view
-            .features
-            .iter()
-            .map(|f| fred::types::Key::from(&layout::feature_field(&view.name, &f.name)[..]))
-            .collect();
-        fields.push(fred::types::Key::from(layout::ts_field(&view.name)));
+        let fields = read_fields(&registry, view);
         let mut names = Vec::with_capacity(keys.len());
         let mut key_values = Vec::with_capacity(keys.len());
         for k in keys {
@@ -76,7 +109,7 @@ impl RedisStore {
         let pipeline = client.pipeline();
         for name in &names {
             let queued: Result<(), fred::error::Error> =
-                pipeline.hmget(name.as_slice(), fields.clone()).await;
+                pipeline.hmget(name.as_slice(), fields.to_vec()).await;
             queued.map_err(|e| self.conn.map(&e))?;
         }
         let replies: Vec<RedisValue> = pipeline

@@ -22,17 +22,31 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Re
             times: None,
         })
         .collect();
+    // What every column has between its values and its event times (Feast
+    // 0.67 on Redis answers `PRESENT` for every value it looked up, found or
+    // not; a key without the view's record has null values and the epoch).
+    let mut between = Vec::with_capacity(40 + 10 * plan.rows);
+    between.extend_from_slice(b"],\"statuses\":[");
+    for i in 0..plan.rows {
+        if i > 0 {
+            between.push(b',');
+        }
+        between.extend_from_slice(b"\"PRESENT\"");
+    }
+    between.extend_from_slice(b"],\"event_timestamps\":[");
     out.extend_from_slice(b"{\"results\":[");
     for (c, column) in plan.columns().enumerate() {
-        if c > 0 {
-            out.push(b',');
-        }
+        out.extend_from_slice(if c > 0 {
+            b",{\"values\":["
+        } else {
+            b"{\"values\":["
+        });
         match column {
-            Out::Entity(values, _) => write_entity(values, out),
+            Out::Entity(values, _) => write_entity(values, &between, out),
             Out::Feature(feature) => {
                 let timed = !feature.on_demand;
                 if let Some(view) = views.get_mut(feature.target) {
-                    write_feature(view, feature.column, timed, out);
+                    write_feature(view, feature.column, timed, &between, out);
                 }
             }
         }
@@ -55,16 +69,16 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Re
 
 const EPOCH: &str = "1970-01-01T00:00:00Z";
 
-fn write_entity(values: &[Value], out: &mut Vec<u8>) {
-    out.extend_from_slice(b"{\"values\":[");
+/// An entity column after its `{"values":[`: the values as given, each
+/// present, at the epoch.
+fn write_entity(values: &[Value], between: &[u8], out: &mut Vec<u8>) {
     for (i, v) in values.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         write_value(v, out);
     }
-    write_statuses(values.len(), out);
-    out.extend_from_slice(b",\"event_timestamps\":[");
+    out.extend_from_slice(between);
     for i in 0..values.len() {
         if i > 0 {
             out.push(b',');
@@ -74,30 +88,24 @@ fn write_entity(values: &[Value], out: &mut Vec<u8>) {
     out.extend_from_slice(b"]}");
 }
 
-/// Feast (0.67, Redis) answers `PRESENT` for every value it looked up, found or
-/// not; a key without the view's record has null values and the epoch as time.
-fn write_statuses(n: usize, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"],\"statuses\":[");
-    for i in 0..n {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(b"\"PRESENT\"");
-    }
-    out.push(b']');
-}
-
 /// A view's outcomes for each row of the request, and its features'
-/// `event_timestamps` array once written (the same for each of its features:
-/// their values come from the same records).
+/// `event_timestamps` array once written, with the column's end (the same for
+/// each of its features: their values come from the same records).
 struct Gathered<'o> {
     outcomes: Vec<Option<&'o Outcome>>,
     times: Option<Vec<u8>>,
 }
 
-/// A feature's column; `timed`: each value's event time is its record's (an
-/// on-demand view's values have none: Feast answers the epoch).
-fn write_feature(view: &mut Gathered<'_>, at: Option<usize>, timed: bool, out: &mut Vec<u8>) {
+/// A feature's column after its `{"values":[`; `timed`: each value's event
+/// time is its record's (an on-demand view's values have none: Feast answers
+/// the epoch).
+fn write_feature(
+    view: &mut Gathered<'_>,
+    at: Option<usize>,
+    timed: bool,
+    between: &[u8],
+    out: &mut Vec<u8>,
+) {
     fn record<'o>(o: &Option<&'o Outcome>) -> Option<&'o Row> {
         match o {
             Some(Outcome::Present(rows)) => rows.first(),
@@ -105,7 +113,6 @@ fn write_feature(view: &mut Gathered<'_>, at: Option<usize>, timed: bool, out: &
         }
     }
     let outcomes = &view.outcomes;
-    out.extend_from_slice(b"{\"values\":[");
     for (i, o) in outcomes.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -115,10 +122,9 @@ fn write_feature(view: &mut Gathered<'_>, at: Option<usize>, timed: bool, out: &
             _ => out.extend_from_slice(b"null"),
         }
     }
-    write_statuses(outcomes.len(), out);
-    out.extend_from_slice(b",\"event_timestamps\":[");
+    out.extend_from_slice(between);
     let times = view.times.get_or_insert_with(|| {
-        let mut times = Vec::with_capacity(outcomes.len() * 30);
+        let mut times = Vec::with_capacity(outcomes.len() * 30 + 2);
         for (i, o) in outcomes.iter().enumerate() {
             if i > 0 {
                 times.push(b',');
@@ -128,10 +134,10 @@ fn write_feature(view: &mut Gathered<'_>, at: Option<usize>, timed: bool, out: &
                 None => write_json_str(&mut times, EPOCH),
             }
         }
+        times.extend_from_slice(b"]}");
         times
     });
     out.extend_from_slice(times);
-    out.extend_from_slice(b"]}");
 }
 
 /// A value as Feast's JSON writes it: unix timestamps as whole seconds,

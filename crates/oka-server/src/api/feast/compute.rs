@@ -43,7 +43,7 @@ pub(crate) async fn features(
     let mut timing = Timing::default();
     let groups = compute_groups(state, &loaded, requests, call, &mut timing).await?;
     let t = Instant::now();
-    let mut out = Vec::with_capacity(256 + 64 * plan.rows * plan.width());
+    let mut out = Vec::with_capacity(plan.answer_bytes());
     super::write_response(&groups, &plan, &mut out)?;
     let done = Instant::now();
     timing.encode = done.saturating_duration_since(t);

@@ -136,6 +136,13 @@ impl Plan {
         self.entities.len() + self.shape.features.len()
     }
 
+    /// About how long the JSON answer is (for its buffer: a column's framing
+    /// is about 60 bytes, a value with its status and time about 48).
+    pub(crate) fn answer_bytes(&self) -> usize {
+        let names = self.shape.names_json.len() + 32 * self.entities.len();
+        256 + names + self.width() * (64 + 48 * self.rows)
+    }
+
     /// Each target's (view's) outcome for each row of the request, gathered
     /// from the groups' answers once for all of the view's features.
     pub(crate) fn outcomes<'o>(&self, computed: &'o Computed) -> Vec<Vec<Option<&'o Outcome>>> {

@@ -568,8 +568,20 @@ fn oka_request(
             args.push((view.name.clone(), Some(given)));
         }
     }
+    let target_features = shape.views.iter().map(|v| v.name.clone()).collect();
+    if keys.len() == 1 && args.is_empty() {
+        // One view, no arguments: Oka's own request form (one key list).
+        return FeatureRequest {
+            target_features,
+            keys: keys.pop().map(|(_, list)| list),
+            feature_keys: None,
+            query_args: None,
+            udf_args: None,
+            deadline_ms: None,
+        };
+    }
     FeatureRequest {
-        target_features: shape.views.iter().map(|v| v.name.clone()).collect(),
+        target_features,
         keys: None,
         feature_keys: Some(keys),
         query_args: None,
