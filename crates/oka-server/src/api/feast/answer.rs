@@ -19,7 +19,7 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Re
         .into_iter()
         .map(|outcomes| Gathered {
             outcomes,
-            times: None,
+            tail: None,
         })
         .collect();
     // What every column has between its values and its event times (Feast
@@ -88,12 +88,13 @@ fn write_entity(values: &[Value], between: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(b"]}");
 }
 
-/// A view's outcomes for each row of the request, and its features'
-/// `event_timestamps` array once written, with the column's end (the same for
-/// each of its features: their values come from the same records).
+/// A view's outcomes for each row of the request, and what its features'
+/// columns have after their values once written: the statuses, the
+/// `event_timestamps` and the column's end (the same for each of its features:
+/// their values come from the same records).
 struct Gathered<'o> {
     outcomes: Vec<Option<&'o Outcome>>,
-    times: Option<Vec<u8>>,
+    tail: Option<Vec<u8>>,
 }
 
 /// A feature's column after its `{"values":[`; `timed`: each value's event
@@ -122,9 +123,9 @@ fn write_feature(
             _ => out.extend_from_slice(b"null"),
         }
     }
-    out.extend_from_slice(between);
-    let times = view.times.get_or_insert_with(|| {
-        let mut times = Vec::with_capacity(outcomes.len() * 30 + 2);
+    let tail = view.tail.get_or_insert_with(|| {
+        let mut times = Vec::with_capacity(between.len() + outcomes.len() * 30 + 2);
+        times.extend_from_slice(between);
         for (i, o) in outcomes.iter().enumerate() {
             if i > 0 {
                 times.push(b',');
@@ -137,7 +138,7 @@ fn write_feature(
         times.extend_from_slice(b"]}");
         times
     });
-    out.extend_from_slice(times);
+    out.extend_from_slice(tail);
 }
 
 /// A value as Feast's JSON writes it: unix timestamps as whole seconds,
