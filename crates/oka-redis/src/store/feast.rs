@@ -21,7 +21,8 @@ use crate::volga_layout;
 
 thread_local! {
     /// The fields each view's reads ask for, per worker thread, for the
-    /// registry they were worked out from (held: no other takes its address).
+    /// registry they were worked out from (held until a read with another:
+    /// no other takes its address).
     static READ_FIELDS: RefCell<(Option<Arc<FeastRegistry>>, FieldsByView)> = RefCell::default();
 }
 

@@ -122,8 +122,9 @@ const SHAPES_KEPT: usize = 64;
 const KEPT_LIST_BYTES: usize = 16 * 1024;
 
 /// The shapes of the registries last served: keyed by the feature list, the
-/// feature service and `full_feature_names`; dropped when either registry is
-/// replaced (held here, so no other can take its address).
+/// feature service and `full_feature_names`; dropped at this worker's first
+/// request after either registry is replaced (the registries are held here
+/// until then, so no other can take their address).
 #[derive(Default)]
 struct Plans {
     registries: Option<(Arc<FeastRegistry>, Arc<Registry>)>,
