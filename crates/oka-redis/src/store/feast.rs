@@ -175,6 +175,7 @@ impl RedisStore {
                 }
             }
         }
+        let view_fields = read_fields(&registry, view);
         let ts_field = layout::ts_field(&view.name);
         let client = self.client();
         let names: Vec<&Vec<u8>> = newest.keys().collect();
@@ -199,8 +200,8 @@ impl RedisStore {
             {
                 continue;
             }
-            let fields =
-                hash_fields(feature, view, row).map_err(|e| invalid(e.message().to_owned()))?;
+            let fields = hash_fields(feature, view, &view_fields, row)
+                .map_err(|e| invalid(e.message().to_owned()))?;
             let queued: Result<(), fred::error::Error> =
                 pipeline.hset(name.as_slice(), fields).await;
             queued.map_err(|e| self.conn.map(&e))?;
@@ -222,27 +223,35 @@ impl RedisStore {
 }
 
 /// A record as the fields Feast's SDK writes: the view's event time, then every
-/// feature of the view.
+/// feature of the view (`names`: the view's fields, [`read_fields`]).
 fn hash_fields(
     feature: &Feature,
-    view: &oka_feast::registry::FeatureView,
+    view: &FeastView,
+    names: &[Key],
     row: &Row,
-) -> Result<Vec<(fred::types::Key, RedisValue)>, layout::LayoutError> {
-    let mut fields: Vec<(fred::types::Key, RedisValue)> = vec![(
-        layout::ts_field(&view.name).into(),
+) -> Result<Vec<(Key, RedisValue)>, layout::LayoutError> {
+    // `names` holds every feature's field, then the event time's.
+    let ts = (names.len() == view.features.len() + 1)
+        .then(|| names.last())
+        .flatten();
+    let ts = ts
+        .cloned()
+        .unwrap_or_else(|| Key::from(layout::ts_field(&view.name)));
+    let mut fields: Vec<(Key, RedisValue)> = vec![(
+        ts,
         RedisValue::Bytes(layout::encode_timestamp(row.event_time).into()),
     )];
     for (i, c) in feature.entity.columns.iter().enumerate() {
-        let Some(f) = view.features.iter().find(|f| *f.name == *c.name) else {
+        let Some(at) = view.features.iter().position(|f| *f.name == *c.name) else {
             continue;
         };
+        let f = &view.features[at];
         let value = row.columns.get(i).unwrap_or(&Value::Null);
         let bytes = layout::encode_value(value, f.ty)
             .map_err(|e| layout::LayoutError::caused(format!("feature `{}`: {e}", f.name), e))?;
-        fields.push((
-            fred::types::Key::from(&layout::feature_field(&view.name, &f.name)[..]),
-            RedisValue::Bytes(bytes.into()),
-        ));
+        let name = (names.get(at).cloned())
+            .unwrap_or_else(|| Key::from(&layout::feature_field(&view.name, &f.name)[..]));
+        fields.push((name, RedisValue::Bytes(bytes.into())));
     }
     Ok(fields)
 }
