@@ -43,12 +43,14 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Re
         });
         match column {
             Out::Entity(values, _) => write_entity(values, &between, out),
-            Out::Feature(feature) => {
-                let timed = !feature.on_demand;
-                if let Some(view) = views.get_mut(feature.target) {
-                    write_feature(view, feature.column, timed, &between, out);
+            Out::Feature(feature) => match views.get_mut(feature.target) {
+                Some(view) => {
+                    write_feature(view, feature.column, !feature.on_demand, &between, out)
                 }
-            }
+                // Not reached (every target has its outcomes); the column is
+                // still closed, so the answer stays JSON.
+                None => out.extend_from_slice(b"],\"statuses\":[],\"event_timestamps\":[]}"),
+            },
         }
     }
     out.extend_from_slice(b"],\"metadata\":{\"feature_names\":[");
