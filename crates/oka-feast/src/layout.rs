@@ -377,26 +377,19 @@ fn list_from_oka(items: &[Value], s: Scalar) -> Option<Val> {
 mod tests {
     use super::*;
 
-    fn col(name: &str, ty: FeastType) -> Column {
-        Column {
-            name: name.to_owned(),
-            ty,
-        }
-    }
-
     /// Keys as Feast 0.67's SDK wrote them to Redis (`feast materialize` of
     /// tests/feast/repo, read back with redis-cli).
     #[test]
     fn entity_keys_are_feasts_bytes() {
-        let driver = [col("driver_id", FeastType::Int64)];
+        let driver = [Column::new("driver_id", FeastType::Int64)];
         assert_eq!(
             redis_key("oka_feast_test", &driver, &[Value::Int(1001)]).unwrap(),
             b"\x01\x00\x00\x00\x02\x00\x00\x00\x09\x00\x00\x00driver_id\x04\x00\x00\x00\x08\x00\x00\x00\xe9\x03\x00\x00\x00\x00\x00\x00oka_feast_test"
         );
         // Compound: the keys sorted by name, whatever the view's order.
         let pair = [
-            col("driver_id", FeastType::Int64),
-            col("customer_id", FeastType::String),
+            Column::new("driver_id", FeastType::Int64),
+            Column::new("customer_id", FeastType::String),
         ];
         assert_eq!(
             redis_key("oka_feast_test", &pair, &[Value::Int(1002), Value::String("c-1".into())]).unwrap(),
@@ -416,8 +409,8 @@ mod tests {
             ]
         );
         let when = [
-            col("at", FeastType::UnixTimestamp),
-            col("b", FeastType::Bytes),
+            Column::new("at", FeastType::UnixTimestamp),
+            Column::new("b", FeastType::Bytes),
         ];
         let values = [
             Value::Timestamp(Timestamp(7_000_000)),

@@ -138,6 +138,16 @@ pub struct Column {
     pub ty: FeastType,
 }
 
+impl Column {
+    /// A column named `name` of type `ty`.
+    pub fn new(name: &str, ty: FeastType) -> Self {
+        Self {
+            name: name.to_owned(),
+            ty,
+        }
+    }
+}
+
 /// A Feast entity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entity {

@@ -269,13 +269,6 @@ mod tests {
     use super::*;
     use crate::registry::{FeastType, OnDemandView, Scalar};
 
-    fn col(name: &str, ty: FeastType) -> Column {
-        Column {
-            name: name.to_owned(),
-            ty,
-        }
-    }
-
     fn registry() -> FeastRegistry {
         let mut r = FeastRegistry {
             project: "p".to_owned(),
@@ -285,10 +278,10 @@ mod tests {
             "stats".to_owned(),
             FeatureView {
                 name: "stats".to_owned(),
-                join_keys: vec![col("driver_id", FeastType::Int64)],
+                join_keys: vec![Column::new("driver_id", FeastType::Int64)],
                 features: vec![
-                    col("event_timestamp", FeastType::Float),
-                    col("tags", FeastType::List(Scalar::String)),
+                    Column::new("event_timestamp", FeastType::Float),
+                    Column::new("tags", FeastType::List(Scalar::String)),
                 ],
                 ttl: None,
                 online: true,
@@ -303,8 +296,8 @@ mod tests {
                 name: "fare".to_owned(),
                 mode: "python".to_owned(),
                 views: vec![("stats".to_owned(), vec!["tags".to_owned()])],
-                request: vec![col("distance", FeastType::Double)],
-                features: vec![col("fare", FeastType::Double)],
+                request: vec![Column::new("distance", FeastType::Double)],
+                features: vec![Column::new("fare", FeastType::Double)],
                 source: "def fare(inputs):\n    return {}\n".to_owned(),
                 singleton: false,
                 aggregations: 0,

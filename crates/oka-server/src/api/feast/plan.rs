@@ -597,13 +597,6 @@ mod tests {
     use super::*;
     use oka_feast::registry::FeatureView;
 
-    fn col(name: &str, ty: FeastType) -> Column {
-        Column {
-            name: name.to_owned(),
-            ty,
-        }
-    }
-
     /// A Feast project of one view (`stats`: `a`, `b` by `driver_id`), and the
     /// registry Oka serves it with.
     fn registries() -> (Arc<FeastRegistry>, Arc<Registry>) {
@@ -611,12 +604,15 @@ mod tests {
             project: "p".to_owned(),
             ..FeastRegistry::default()
         };
-        let features = vec![col("a", FeastType::Int64), col("b", FeastType::Double)];
+        let features = vec![
+            Column::new("a", FeastType::Int64),
+            Column::new("b", FeastType::Double),
+        ];
         feast.views.insert(
             "stats".to_owned(),
             FeatureView {
                 name: "stats".to_owned(),
-                join_keys: vec![col("driver_id", FeastType::Int64)],
+                join_keys: vec![Column::new("driver_id", FeastType::Int64)],
                 features,
                 ttl: None,
                 online: true,
