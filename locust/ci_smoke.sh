@@ -38,24 +38,10 @@ fi
 BIN=$(cd "$(dirname "$BIN_ARG")" && pwd)/$(basename "$BIN_ARG")
 VENV=$HERE/.venv
 OUT=$HERE/out/ci-smoke
-PY=${PYTHON:-python3}
 t_start=$(date +%s)
 
 # ---- 1. venv (idempotent)
-if [[ ! -x "$VENV/bin/python" ]]; then
-  echo "ci_smoke: creating $VENV"
-  "$PY" -m venv "$VENV"
-fi
-want=$(sha256sum "$HERE/requirements.txt" | cut -d' ' -f1)
-stamp=$VENV/.requirements.sha256
-if [[ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]] \
-   || ! "$VENV/bin/python" -c 'import locust, matplotlib, yaml' 2>/dev/null; then
-  echo "ci_smoke: pip install -r locust/requirements.txt"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -r "$HERE/requirements.txt"
-  echo "$want" > "$stamp"
-else
-  echo "ci_smoke: reusing $VENV"
-fi
+bash "$HERE/venv.sh"
 VPY=$VENV/bin/python
 
 rm -rf "$OUT"

@@ -21,6 +21,10 @@ use oka_storage::{StoreError, StoreErrorKind};
 /// How long a probe of an unreachable server may take.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// fred 10's words when a cluster node's `CLUSTER INFO` does not say
+/// `cluster_state:ok` (`protocol/connection.rs`).
+const CLUSTER_STATE_NOT_OK: &str = "Invalid or missing cluster state.";
+
 /// Maps a fred error to a store error: its kind, and a cause in words.
 pub fn map_error(e: &FredError) -> StoreError {
     let (kind, cause) = classify(e);
@@ -45,6 +49,13 @@ fn classify(e: &FredError) -> (StoreErrorKind, String) {
         ErrorKind::Config | ErrorKind::Url => (
             K::Misconfigured,
             format!("the redis connection settings are invalid: {details}"),
+        ),
+        // fred's check of a cluster node on (re)connection: its CLUSTER INFO did not
+        // say `cluster_state:ok` (a primary lost and its replica not yet promoted).
+        ErrorKind::Protocol if details == CLUSTER_STATE_NOT_OK => (
+            K::Unavailable,
+            "the Redis Cluster's state is not ok (a primary is down and no replica has taken its slots yet)"
+                .to_owned(),
         ),
         ErrorKind::Parse | ErrorKind::Protocol => (
             K::Corrupt,
@@ -204,6 +215,12 @@ mod tests {
             kind(ErrorKind::Unknown, "Failed to route command."),
             K::Unavailable
         );
+        // A Redis Cluster in failover is unavailable, not a reply this client cannot read.
+        assert_eq!(
+            kind(ErrorKind::Protocol, "Invalid or missing cluster state."),
+            K::Unavailable
+        );
+        assert_eq!(kind(ErrorKind::Protocol, "Expected string."), K::Corrupt);
         assert_eq!(
             kind(ErrorKind::Tls, "invalid peer certificate"),
             K::Misconfigured
