@@ -23,13 +23,14 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 def ramp(doc: dict, path: str) -> None:
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
-    for run in [r for r in doc["runs"] if r.get("median", True)]:
+    chosen = [r for r in doc["runs"] if r.get("median")] or doc["runs"]  # the median rounds
+    for run in chosen:
         st = run["steps"]
         label = f"{run['nodes']} node{'s' if run['nodes'] > 1 else ''}"
         a.plot([s["offered_rps"] for s in st], [s["rps"] for s in st], marker="o", label=label)
         b.plot([s["offered_rps"] for s in st], [s["p95_ms"] for s in st], marker="o", label=label + " p95")
         b.plot([s["offered_rps"] for s in st], [s["p50_ms"] for s in st], ls=":", color=b.lines[-1].get_color())
-    top = max(s["offered_rps"] for r in doc["runs"] for s in r["steps"])
+    top = max(s["offered_rps"] for r in chosen for s in r["steps"])
     a.plot([0, top], [0, top], color="grey", lw=0.8, ls="--", label="offered")
     a.set(xlabel="offered RPS (ramp step)", ylabel="achieved RPS", title="Throughput over the ramp")
     b.axhline(doc["settings"]["slo_p95_ms"], color="red", lw=0.8, ls="--", label="p95 SLO")
@@ -56,7 +57,7 @@ def scaling(doc: dict, path: str) -> None:
                         xytext=(4, -12), fontsize=8)
     sat = [s["nodes"] for s in doc.get("saturation", []) if s["saturated"]]
     if sat:
-        ax.axvspan(min(sat) - 0.3, max(ns) + 0.3, color="orange", alpha=0.15, label="generator saturated")
+        ax.axvspan(min(sat) - 0.3, max(ns) + 0.3, color="orange", alpha=0.15, label="generator or machine saturated")
     ax.set(xlabel="nodes", ylabel="RPS", title=f"Scaling at {doc['settings']['quota']:g} CPU a node")
     ax.set_xticks(ns)
     ax.legend(fontsize=8)

@@ -252,7 +252,9 @@ def main() -> int:
         dump(os.path.join(out_dir, "results.json"), doc)
         per_node = max((r["rps"] / r["nodes"] for r in rows if r["rps"]), default=0.0)
         doc["faults"] = faults.run_all(cl, cfg, per_node)
-        doc["timeline"] = cl.sampler.samples[::10]
+        doc["timeline"] = [{"t": round(x["t"], 2), "cpu": {k: round(v, 3) for k, v in x["cpu"].items()},
+                            "status": {k: v["status"] for k, v in x.get("servers", {}).items()}}
+                           for x in cl.sampler.samples[::10]]
     except SetupError as e:
         print(f"cluster: {e}", file=sys.stderr)
         doc["stopped"] = str(e)

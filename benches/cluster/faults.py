@@ -51,8 +51,13 @@ class Load(threading.Thread):
         return self.result
 
 
+KEPT = ("t", "users", "rps", "fail_rps", "client_p50", "client_p95", "client_p99")
+
+
 def per_second(result: dict) -> list[dict]:
-    return [s for s in result.get("samples", []) if s.get("users")]
+    """Locust's per-second samples of the run, with the fields a fault's figures and
+    chart use."""
+    return [{k: s.get(k) for k in KEPT} for s in result.get("samples", []) if s.get("users")]
 
 
 def recovery(samples: list[dict], t_fault: float, ok_rps: float) -> float | None:

@@ -461,6 +461,6 @@ def machine_busy_between(samples: list[dict], t0: float, t1: float) -> float | N
 def dump(path: str, doc) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(doc, f, indent=2)
+        json.dump(doc, f, separators=(",", ":"))
         f.write("\n")
     os.replace(tmp, path)
