@@ -7,6 +7,8 @@ for a cgroup, by the PIDs its `cgroup.procs` lists) by `Parts.stop_all`.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import signal
@@ -384,11 +386,11 @@ class Balancer:
         text = self.command("show stat")
         if text is None or not text.startswith("# "):
             return None
-        lines = text[2:].splitlines()
-        head = lines[0].split(",")
+        rows = csv.reader(io.StringIO(text[2:]))  # a check's text may hold a quoted comma
+        head = next(rows, [])
         out = {}
-        for line in lines[1:]:
-            row = dict(zip(head, line.split(",")))
+        for fields in rows:
+            row = dict(zip(head, fields))
             if row.get("pxname") == "nodes":
                 out[row["svname"]] = row
         return out
