@@ -133,7 +133,8 @@ class Cluster:
             if all(st.get(x.name, {}).get("status", "").startswith("UP") for x in self.nodes[:n]):
                 return
             time.sleep(0.2)
-        raise SetupError(f"haproxy: the first {n} nodes were not all UP within 60 s")
+        raise SetupError(f"haproxy: the first {n} nodes were not all UP within 60 s; see "
+                         f"{self.parts.work}/haproxy.log and the nodes' logs there")
 
 
 def bytes_per_request(before: dict, after: dict) -> float | None:

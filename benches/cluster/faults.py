@@ -151,7 +151,8 @@ def rolling_restart(cl, cfg: dict, per_node: float) -> dict:
         node.wait_ready()
         t_up = wait_status(cl, node.name, "UP", c["interval_s"] * (c["healthy"] + 2) + 10)
         if t_up is None:
-            raise SetupError(f"haproxy did not take {node.name} back after its restart")
+            raise SetupError(f"haproxy did not take {node.name} back after its restart; see "
+                             f"{cl.parts.work}/haproxy.log and {node.log}")
         events.append({"node": node.name, "sigterm": t0, "exited": t_exit, "exit_status": status,
                        "up": t_up})
     res = load.finish()
