@@ -278,3 +278,61 @@ fn a_udf_timestamp_rfc3339_cannot_write_is_an_error_not_a_bare_number() {
         out["far_future_feature"][0]
     );
 }
+
+/// A CEL step over several keys: each key's record is its own (its key, `now`,
+/// its value), a key whose operand is not a double falls back to the interpreter
+/// among keys on the fast path, and a step reading the step's records
+/// (`chained_feature`) sees each key's.
+#[test]
+fn a_cel_steps_records_are_each_keys_own() {
+    let r = registry();
+    let mut d = Data::default();
+    d.put("test_feature", "a", 1_000, 1.5);
+    d.put("test_feature", "c", 1_000, -3.0);
+    d.put("test_feature", "e", 1_000, f64::INFINITY);
+    // `b`'s value is null: not a double, so the interpreter builds (fails) it.
+    d.0.insert(
+        ("test_feature".into(), "b".into()),
+        vec![Row::new(
+            Timestamp(1_000),
+            vec![
+                Value::from("b"),
+                Value::Timestamp(Timestamp(1_000)),
+                Value::Null,
+            ],
+        )],
+    );
+    let out = run(
+        &r,
+        &d,
+        json!({"target_features": ["simple_feature", "chained_feature"],
+               "keys": [{"id": "a"}, {"id": "b"}, {"id": "ghost"}, {"id": "c"}, {"id": "e"}],
+               "udf_args": {"simple_feature": {"multiplier": 2.0}, "chained_feature": {"offset": 0.5}}}),
+        5_000,
+    );
+    let record = |id: &str, v: f64| {
+        vec![
+            Value::from(id),
+            Value::Timestamp(Timestamp(5_000)),
+            Value::Float(v),
+        ]
+    };
+    let simple = &out["simple_feature"];
+    for (k, id, v) in [(0, "a", 3.0), (3, "c", -6.0), (4, "e", f64::INFINITY)] {
+        let Outcome::Present(rows) = &simple[k] else {
+            panic!("key {id}: {:?}", simple[k]);
+        };
+        assert_eq!(rows.len(), 1);
+        assert_eq!(*rows[0].columns, record(id, v)[..], "key {id}");
+        assert_eq!(rows[0].event_time, Timestamp(5_000));
+    }
+    assert!(matches!(simple[1], Outcome::Error(_)), "{:?}", simple[1]);
+    assert_eq!(simple[2], Outcome::Missing);
+    let chained = &out["chained_feature"];
+    assert_eq!(value(&chained[0], 2), Value::Float(3.5));
+    assert_eq!(value(&chained[3], 2), Value::Float(-5.5));
+    assert_eq!(value(&chained[0], 0), Value::from("a"));
+    assert_eq!(value(&chained[3], 0), Value::from("c"));
+    assert!(matches!(chained[1], Outcome::Error(_)));
+    assert_eq!(chained[2], Outcome::Missing);
+}
