@@ -24,6 +24,13 @@ feast_venv() {
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 feast_data() {
+    local cmd
+    for cmd in redis-server redis-cli; do
+        command -v "$cmd" >/dev/null || {
+            echo "feast_data: \`$cmd\` is not installed (Debian: apt-get install redis-server)" >&2
+            return 1
+        }
+    done
     mkdir -p "$OUT/feast_data"
     REDIS_PORT=$(free_port)
     redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no >"$OUT/redis.log" 2>&1 &
@@ -32,6 +39,12 @@ feast_data() {
     for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
     export PEERS_REDIS_PORT=$REDIS_PORT PEERS_FEAST_DATA=$OUT/feast_data
     FEAST=("$VENV/bin/feast" -c "$HERE/feast_repo" --log-level WARNING)
-    (cd "$HERE/feast_repo" && "${FEAST[@]}" apply) >"$OUT/feast-apply.log" 2>&1
-    "$VENV/bin/python" "$HERE/feast_load.py" "$HERE/feast_repo" "$KEYS" 2>>"$OUT/feast-apply.log" >&2
+    # The logs live in $OUT, which the caller removes: on failure, their end is
+    # printed here.
+    if ! (cd "$HERE/feast_repo" && "${FEAST[@]}" apply) >"$OUT/feast-apply.log" 2>&1 ||
+        ! "$VENV/bin/python" "$HERE/feast_load.py" "$HERE/feast_repo" "$KEYS" 2>>"$OUT/feast-apply.log" >&2; then
+        echo "feast_data: \`feast apply\` or feast_load.py failed; the end of its log:" >&2
+        tail -n 20 "$OUT/feast-apply.log" >&2
+        return 1
+    fi
 }
