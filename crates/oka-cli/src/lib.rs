@@ -105,6 +105,19 @@ enum Command {
         #[command(flatten)]
         python: python::PythonArgs,
     },
+    /// Print where each on-demand feature runs: compiled (a Python UDF
+    /// translated and proven equal to CPython), python (and why it was not
+    /// compiled), cel, native or aggregate. Starts the spec's Python workers.
+    Explain {
+        /// The spec file.
+        #[arg(long, env = "OKA_SPEC", required_unless_present = "volga_module")]
+        spec: Option<PathBuf>,
+        /// A module written for Volga's on-demand layer, instead of a spec.
+        #[arg(long, value_name = "FILE.py", conflicts_with = "spec")]
+        volga_module: Option<PathBuf>,
+        #[command(flatten)]
+        python: python::PythonArgs,
+    },
     /// Read a module written for Volga's on-demand layer.
     #[command(subcommand)]
     Volga(python::VolgaCommand),
@@ -208,6 +221,11 @@ fn run(cli: Cli, natives: NativeUdfs) -> Result<ExitCode> {
             volga_module,
             python,
         } => python::validate(spec.as_deref(), volga_module.as_deref(), &python, &natives),
+        Command::Explain {
+            spec,
+            volga_module,
+            python,
+        } => python::explain(spec.as_deref(), volga_module.as_deref(), &python, &natives),
         Command::Volga(command) => python::volga(&command),
         Command::Openapi { out } => openapi(&out),
         Command::Init { dir, force } => {

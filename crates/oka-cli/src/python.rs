@@ -39,6 +39,25 @@ pub struct PythonArgs {
         default_value_t = 1024
     )]
     pub python_memory_mib: u64,
+    /// Whether Python UDFs with an exact counterpart in Oka are compiled:
+    /// translated, proven equal to CPython on generated inputs at start, and
+    /// run without a call into the pool. `off` runs every one in the pool.
+    #[arg(
+        long,
+        env = "OKA_PYTHON_COMPILE",
+        value_name = "on|off",
+        default_value = "on"
+    )]
+    pub python_compile: Switch,
+}
+
+/// `on` or `off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Switch {
+    /// Enabled.
+    On,
+    /// Disabled.
+    Off,
 }
 
 impl PythonArgs {
@@ -49,6 +68,7 @@ impl PythonArgs {
             python: self.python.clone(),
             workers: self.python_workers.unwrap_or(workers).max(1),
             memory_mib: self.python_memory_mib,
+            compile: self.python_compile == Switch::On,
         }
     }
 }
@@ -157,7 +177,12 @@ impl UdfRuntime for PoolRuntime {
             "starting": health.starting,
             "last_failure": health.last_failure,
             "udfs": self.0.udfs().into_iter()
-                .map(|(feature, source)| serde_json::json!({"feature": feature, "source": source}))
+                .map(|(feature, source, runtime)| serde_json::json!({
+                    "feature": feature,
+                    "source": source,
+                    "runtime": runtime.name(),
+                    "why": runtime.to_string(),
+                }))
                 .collect::<Vec<_>>(),
         })
     }
@@ -224,38 +249,8 @@ pub fn validate(
     python: &PythonArgs,
     natives: &NativeUdfs,
 ) -> anyhow::Result<ExitCode> {
-    let (origin, spec) = match (spec, volga_module) {
-        (_, Some(module)) => {
-            match oka_python::volga::describe(&python.python, python.python_memory_mib, module) {
-                Ok(m) => {
-                    for note in &m.notes {
-                        eprintln!("note: {note}");
-                    }
-                    (module.display().to_string(), m.spec)
-                }
-                Err(e) => {
-                    eprintln!("{e}");
-                    return Ok(ExitCode::FAILURE);
-                }
-            }
-        }
-        (Some(spec), None) => {
-            let origin = spec.display().to_string();
-            let yaml = std::fs::read_to_string(spec).map_err(|e| {
-                anyhow::anyhow!(
-                    "reading the spec {origin}: {}",
-                    oka_core::words::io_reason(&e)
-                )
-            })?;
-            match oka_core::spec::Spec::from_yaml(&origin, &yaml) {
-                Ok(spec) => (origin, spec),
-                Err(errors) => {
-                    eprintln!("{errors}");
-                    return Ok(ExitCode::FAILURE);
-                }
-            }
-        }
-        (None, None) => anyhow::bail!("give --spec or --volga-module"),
+    let Some((origin, spec)) = read_spec(spec, volga_module, python)? else {
+        return Ok(ExitCode::FAILURE);
     };
     match load(&origin, spec, natives, python.config(1), Vec::new()) {
         Ok(WithPython {
@@ -285,4 +280,87 @@ pub fn validate(
             Ok(ExitCode::FAILURE)
         }
     }
+}
+
+/// The spec of `--spec` or `--volga-module`, with its origin; `None` when it
+/// is invalid (the errors are printed).
+fn read_spec(
+    spec: Option<&Path>,
+    volga_module: Option<&Path>,
+    python: &PythonArgs,
+) -> anyhow::Result<Option<(String, oka_core::spec::Spec)>> {
+    let (origin, spec) = match (spec, volga_module) {
+        (_, Some(module)) => {
+            match oka_python::volga::describe(&python.python, python.python_memory_mib, module) {
+                Ok(m) => {
+                    for note in &m.notes {
+                        eprintln!("note: {note}");
+                    }
+                    (module.display().to_string(), m.spec)
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    return Ok(None);
+                }
+            }
+        }
+        (Some(spec), None) => {
+            let origin = spec.display().to_string();
+            let yaml = std::fs::read_to_string(spec).map_err(|e| {
+                anyhow::anyhow!(
+                    "reading the spec {origin}: {}",
+                    oka_core::words::io_reason(&e)
+                )
+            })?;
+            match oka_core::spec::Spec::from_yaml(&origin, &yaml) {
+                Ok(spec) => (origin, spec),
+                Err(errors) => {
+                    eprintln!("{errors}");
+                    return Ok(None);
+                }
+            }
+        }
+        (None, None) => anyhow::bail!("give --spec or --volga-module"),
+    };
+    Ok(Some((origin, spec)))
+}
+
+/// `oka explain`: where each on-demand feature runs — compiled, Python, CEL,
+/// native or an aggregation — and for Python left in Python, why.
+pub fn explain(
+    spec: Option<&Path>,
+    volga_module: Option<&Path>,
+    python: &PythonArgs,
+    natives: &NativeUdfs,
+) -> anyhow::Result<ExitCode> {
+    use oka_core::registry::{FeatureKind, UdfImpl};
+    let Some((origin, spec)) = read_spec(spec, volga_module, python)? else {
+        return Ok(ExitCode::FAILURE);
+    };
+    let loaded = match load(&origin, spec, natives, python.config(1), Vec::new()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("{e}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let in_python = loaded.pool.as_ref().map_or_else(Vec::new, PythonPool::udfs);
+    for f in loaded.registry.features() {
+        let FeatureKind::OnDemand { udf, .. } = &f.kind else {
+            continue;
+        };
+        let line = match udf {
+            UdfImpl::Cel(_) => "cel".to_owned(),
+            UdfImpl::Aggregate(_) => "aggregate".to_owned(),
+            UdfImpl::Native { name, .. } => format!("native ({name})"),
+            UdfImpl::Batch(b) => {
+                match in_python.iter().find(|(feature, ..)| **feature == *f.name) {
+                    Some((_, source, runtime)) => format!("{runtime} [{source}]"),
+                    None => format!("{} [{}]", b.kind(), b.source()),
+                }
+            }
+        };
+        println!("{}: {line}", f.name);
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use crate::entity::Entity;
 use crate::key::KeyValues;
 pub use crate::spec::PythonStyle;
-use crate::udf::{Arg, Input, UdfError};
+use crate::udf::{Arg, Input, UdfCall, UdfError};
 use crate::value::{Row, Timestamp, Value};
 
 /// The keys of one request for one UDF, with what they share. Laid out flat
@@ -101,6 +101,20 @@ pub trait BatchUdf: Send + Sync + fmt::Debug {
     fn source(&self) -> &str;
     /// Runs `batch`; the answer has one result per key, in order.
     fn call(&self, batch: UdfBatch) -> BatchFuture;
+    /// Its translation, run on the executor's thread key by key, when it has
+    /// one (a Python UDF compiled and proven equal at load).
+    fn inline(&self) -> Option<&dyn InlineUdf> {
+        None
+    }
+}
+
+/// A [`BatchUdf`]'s translation into code the executor runs itself. It
+/// answers a key exactly as the batch runtime would, or not at all: a key it
+/// gives `None` is sent to the batch runtime (an exception, an int past 64
+/// bits — whatever only the runtime answers exactly).
+pub trait InlineUdf: Send + Sync + fmt::Debug {
+    /// One key's record, or `None`: run the key in the batch runtime.
+    fn call(&self, call: &UdfCall<'_>) -> Option<Row>;
 }
 
 /// A dependency of a Python UDF, as its function receives it.

@@ -109,7 +109,7 @@ pub struct KeyValues {
 
 impl KeyValues {
     /// `values` holds `width` values per key, key after key.
-    pub(crate) fn new(width: usize, values: Vec<Value>) -> Self {
+    pub fn new(width: usize, values: Vec<Value>) -> Self {
         Self {
             width,
             values: values.into(),

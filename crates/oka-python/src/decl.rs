@@ -119,6 +119,26 @@ impl UdfEntry {
         })
     }
 
+    /// Its declaration.
+    pub fn decl(&self) -> &PythonDecl {
+        &self.decl
+    }
+
+    /// The Feast view it runs, for `style: feast`.
+    pub fn feast_view(&self) -> Option<&FeastView> {
+        self.feast.as_ref()
+    }
+
+    /// The module's source, as read at load.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The module's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// The feature.
     pub fn feature(&self) -> &str {
         &self.decl.feature

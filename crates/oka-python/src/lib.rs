@@ -21,10 +21,13 @@
 //! - `pool`: the workers, the queue, and how calls become batches.
 //! - `supervise`: each worker's thread: answers, time limits, replacement.
 //! - `transform`: a Feast view's transformation of what is written to it.
+//! - `compile`: UDFs translated to Oka's own evaluation, proven equal to
+//!   CPython at start, run on the executor's thread.
 //! - [`inproc`]: the same UDFs run in the caller's own interpreter (`oka-engine`).
 //! - [`volga`]: Volga's modules: Oka's stand-in for `volga.api`, and a module
 //!   described as a spec.
 
+mod compile;
 mod decl;
 pub mod inproc;
 mod marshal;
@@ -38,15 +41,17 @@ mod transform;
 pub mod volga;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use oka_core::batch::{BatchUdf, DeclareError, PythonDecl, WriteTransform};
 
+pub use compile::Runtime;
 pub use decl::FeastView;
 pub use protocol::LoadProblem;
 pub use stats::Health;
 pub use transform::FeastWrite;
 
+use crate::compile::Compiled;
 use crate::decl::{UdfEntry, describe_problems};
 use crate::pool::{Pool, PoolCell, PythonUdf};
 use crate::process::{Launch, RuntimeDir, StartError};
@@ -64,6 +69,9 @@ pub struct Config {
     pub workers: usize,
     /// Each worker's memory limit in MiB (`--python-memory-mib`; 0: none).
     pub memory_mib: u64,
+    /// Whether UDFs that translate are compiled and proven at start
+    /// (`--python-compile`, on by default).
+    pub compile: bool,
 }
 
 impl Default for Config {
@@ -72,6 +80,7 @@ impl Default for Config {
             python: PathBuf::from("python3"),
             workers: 1,
             memory_mib: 1024,
+            compile: true,
         }
     }
 }
@@ -88,6 +97,8 @@ pub struct PythonRuntime {
     config: Config,
     feast: Vec<FeastView>,
     entries: Mutex<Vec<UdfEntry>>,
+    /// Per entry, where its proven translation goes.
+    compiled: Mutex<Vec<Arc<OnceLock<Compiled>>>>,
     cell: Arc<PoolCell>,
 }
 
@@ -98,6 +109,7 @@ impl PythonRuntime {
             config,
             feast: Vec::new(),
             entries: Mutex::new(Vec::new()),
+            compiled: Mutex::new(Vec::new()),
             cell: Arc::new(PoolCell::default()),
         }
     }
@@ -122,7 +134,9 @@ impl PythonRuntime {
         let shim = volga::shim_files();
         let mut files: Vec<(&str, &str)> = shim.iter().map(|(p, t)| (p.as_str(), *t)).collect();
         files.push((process::WORKER_SCRIPT, WORKER_PY));
+        files.push((compile::TRANSLATE_SCRIPT, compile::TRANSLATE_PY));
         let dir = RuntimeDir::create(&files).map_err(|e| StartFailed(e.to_string()))?;
+        let dir_path = dir.path().to_path_buf();
         let launch = Launch {
             python: self.config.python.clone(),
             memory_mib: self.config.memory_mib,
@@ -168,9 +182,73 @@ impl PythonRuntime {
                 StartError::Interpreter(why) => why,
             }));
         }
-        self.cell.set(pool);
-        Ok(Some(PythonPool { cell: self.cell }))
+        self.cell.set(Arc::clone(&pool));
+        let slots = self
+            .compiled
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let runtimes = if self.config.compile {
+            compile_all(&pool, &self.cell, &slots, &self.config.python, &dir_path)
+        } else {
+            (pool.udfs.iter())
+                .map(|_| Runtime::Python("--python-compile=off".to_owned()))
+                .collect()
+        };
+        Ok(Some(PythonPool {
+            cell: self.cell,
+            runtimes: runtimes.into(),
+        }))
     }
+}
+
+/// Translates every UDF of `pool`, proves each translation against the pool's
+/// CPython, and puts the proven ones in their runners' `slots`: each UDF's
+/// runtime, logged.
+fn compile_all(
+    pool: &Arc<Pool>,
+    cell: &Arc<PoolCell>,
+    slots: &[Arc<OnceLock<Compiled>>],
+    python: &std::path::Path,
+    dir: &std::path::Path,
+) -> Vec<Runtime> {
+    let translations = compile::translate(python, dir, &pool.udfs);
+    (pool.udfs.iter().zip(translations).enumerate())
+        .map(|(index, (udf, translation))| {
+            let runtime = match translation {
+                Err(why) => Runtime::Python(why.message().to_owned()),
+                Ok(compiled) => {
+                    let runner = PythonUdf {
+                        cell: Arc::clone(cell),
+                        index,
+                        label: udf.label().to_owned(),
+                        compiled: Arc::new(OnceLock::new()),
+                    };
+                    let runtime = compile::prove(udf.decl(), &compiled, &runner);
+                    if let (Runtime::Compiled { .. }, Some(slot)) = (&runtime, slots.get(index)) {
+                        let _ = slot.set(compiled);
+                    }
+                    runtime
+                }
+            };
+            match &runtime {
+                Runtime::Compiled { .. } => tracing::info!(
+                    feature = udf.feature(),
+                    udf = udf.label(),
+                    "Python UDF `{}` of `{}` runs {runtime}",
+                    udf.label(),
+                    udf.feature()
+                ),
+                Runtime::Python(_) => tracing::info!(
+                    feature = udf.feature(),
+                    udf = udf.label(),
+                    "Python UDF `{}` of `{}` stays in the pool: {runtime}",
+                    udf.label(),
+                    udf.feature()
+                ),
+            }
+            runtime
+        })
+        .collect()
 }
 
 impl PythonRuntime {
@@ -186,6 +264,10 @@ impl PythonRuntime {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         entries.push(entry);
+        self.compiled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(Arc::new(OnceLock::new()));
         Ok((entries.len() - 1, label))
     }
 
@@ -209,10 +291,18 @@ impl PythonRuntime {
 impl oka_core::batch::PythonUdfs for PythonRuntime {
     fn declare(&self, decl: PythonDecl) -> Result<Arc<dyn BatchUdf>, DeclareError> {
         let (index, label) = self.add(decl)?;
+        let compiled = self
+            .compiled
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(index)
+            .cloned()
+            .unwrap_or_default();
         Ok(Arc::new(PythonUdf {
             cell: Arc::clone(&self.cell),
             index,
             label,
+            compiled,
         }))
     }
 }
@@ -222,6 +312,8 @@ impl oka_core::batch::PythonUdfs for PythonRuntime {
 #[derive(Debug, Clone)]
 pub struct PythonPool {
     cell: Arc<PoolCell>,
+    /// Per UDF, where it runs.
+    runtimes: Arc<[Runtime]>,
 }
 
 impl PythonPool {
@@ -243,12 +335,11 @@ impl PythonPool {
         self.cell.pool().map(|p| PoolCollector(Arc::clone(p)))
     }
 
-    /// The UDFs it runs: (feature, `file.py:function`).
-    pub fn udfs(&self) -> Vec<(String, String)> {
+    /// The UDFs it runs: (feature, `file.py:function`, where it runs).
+    pub fn udfs(&self) -> Vec<(String, String, Runtime)> {
         self.cell.pool().map_or_else(Vec::new, |p| {
-            p.udfs
-                .iter()
-                .map(|u| (u.feature().to_owned(), u.label().to_owned()))
+            (p.udfs.iter().zip(self.runtimes.iter()))
+                .map(|(u, r)| (u.feature().to_owned(), u.label().to_owned(), r.clone()))
                 .collect()
         })
     }

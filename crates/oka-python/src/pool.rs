@@ -502,6 +502,8 @@ pub struct PythonUdf {
     pub(crate) cell: Arc<PoolCell>,
     pub(crate) index: usize,
     pub(crate) label: String,
+    /// Its translation, once proven equal to CPython at start.
+    pub(crate) compiled: Arc<OnceLock<crate::compile::Compiled>>,
 }
 
 impl BatchUdf for PythonUdf {
@@ -521,5 +523,11 @@ impl BatchUdf for PythonUdf {
                 self.label
             ))))),
         }
+    }
+
+    fn inline(&self) -> Option<&dyn oka_core::batch::InlineUdf> {
+        self.compiled
+            .get()
+            .map(|c| c as &dyn oka_core::batch::InlineUdf)
     }
 }

@@ -5,16 +5,16 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::batch::{BatchError, BatchUdf, KeyResult, UdfBatch};
+use crate::batch::{BatchError, BatchUdf, InlineUdf, KeyResult, UdfBatch};
 use crate::plan::{Origin, Step};
-use crate::registry::{FeatureId, FeatureKind, Registry, UdfImpl};
+use crate::registry::{Feature, FeatureId, FeatureKind, Registry, UdfImpl};
 use crate::request::{Group, Prepared};
 use crate::udf::{Input, UdfCall};
 use crate::value::Timestamp;
 
 use super::{
-    DEADLINE_CHECK_EVERY, ExecuteError, Fetched, GroupOutput, Outcome, Outputs, Slot, StepReport,
-    gather_inputs, invoke, slot_outcomes,
+    DEADLINE_CHECK_EVERY, ExecuteError, Fetched, GroupOutput, Outcome, Outputs, Rows, Slot,
+    StepReport, gather_inputs, invoke, slot_outcomes,
 };
 
 /// Names a batch call of an [`Execution`], to hand its answer back.
@@ -192,6 +192,10 @@ impl<'a> Execution<'a> {
     }
 }
 
+/// A batch step's keys: per key its outcome so far, the keys to call, and
+/// their inputs one after another.
+type BatchKeys = (Vec<Outcome>, Vec<usize>, Vec<Input>);
+
 /// What every step of a request shares.
 struct StepContext<'a> {
     registry: &'a Registry,
@@ -211,10 +215,7 @@ impl<'a> GroupRun<'a> {
         let group: &'a Group = self.group;
         while let Some(step) = group.plan.steps.get(self.next) {
             let feature = ctx.registry.feature(step.feature);
-            let FeatureKind::OnDemand {
-                input_names, udf, ..
-            } = &feature.kind
-            else {
+            let FeatureKind::OnDemand { udf, .. } = &feature.kind else {
                 let n = self.group.key_count;
                 let outcomes = vec![Outcome::Error("not an on-demand feature".into()); n];
                 self.finish_step(step.feature, Instant::now(), 0, outcomes);
@@ -222,7 +223,8 @@ impl<'a> GroupRun<'a> {
             };
             if let UdfImpl::Batch(batch_udf) = udf {
                 let started = Instant::now();
-                let (outcomes, sent, inputs) = self.batch_keys(step, input_names);
+                let (outcomes, sent, inputs) =
+                    self.batch_keys(ctx, step, feature, batch_udf.inline())?;
                 if sent.is_empty() {
                     self.finish_step(step.feature, started, 0, outcomes);
                     continue;
@@ -254,20 +256,32 @@ impl<'a> GroupRun<'a> {
     }
 
     /// A batch step's keys: per key its outcome so far (final for keys with a
-    /// missing or failed input), the keys to call (in order) and their inputs,
-    /// one after another.
+    /// missing or failed input, and for keys its translation answered), the
+    /// keys to call (in order) and their inputs, one after another.
     fn batch_keys(
         &self,
+        ctx: &StepContext<'_>,
         step: &Step,
-        input_names: &[Arc<str>],
-    ) -> (Vec<Outcome>, Vec<usize>, Vec<Input>) {
+        feature: &Feature,
+        inline: Option<&dyn InlineUdf>,
+    ) -> Result<BatchKeys, ExecuteError> {
+        let FeatureKind::OnDemand {
+            input_names,
+            input_entities,
+            arg_names,
+            ..
+        } = &feature.kind
+        else {
+            return Ok((Vec::new(), Vec::new(), Vec::new()));
+        };
         let n = self.group.key_count;
+        let si = self.next;
         let mut outcomes = Vec::with_capacity(n);
-        let mut sent = Vec::with_capacity(n);
-        let mut all = Vec::with_capacity(n * step.inputs.len());
+        let mut sent = Vec::with_capacity(if inline.is_some() { 0 } else { n });
+        let mut all = Vec::new();
         let mut inputs = Vec::new();
         for k in 0..n {
-            match gather_inputs(
+            if let Err(blocked) = gather_inputs(
                 step,
                 input_names,
                 &self.slots,
@@ -275,15 +289,37 @@ impl<'a> GroupRun<'a> {
                 k,
                 &mut inputs,
             ) {
-                Err(blocked) => outcomes.push(blocked),
-                Ok(()) => {
-                    outcomes.push(Outcome::Missing);
-                    sent.push(k);
-                    all.append(&mut inputs);
+                outcomes.push(blocked);
+                continue;
+            }
+            if let Some(inline) = inline {
+                if k % DEADLINE_CHECK_EVERY == 0
+                    && ctx.deadline.is_some_and(|d| Instant::now() >= d)
+                {
+                    return Err(ExecuteError::Expired);
+                }
+                let call = UdfCall {
+                    feature: &feature.name,
+                    input_names,
+                    input_entities,
+                    inputs: &inputs,
+                    arg_names,
+                    args: &self.group.step_args[si],
+                    output: &feature.entity,
+                    key: self.group.step_keys[si].of(k),
+                    now: ctx.now,
+                };
+                if let Some(row) = inline.call(&call) {
+                    outcomes.push(Outcome::Present(Rows::one(row)));
+                    inputs.clear();
+                    continue;
                 }
             }
+            outcomes.push(Outcome::Missing);
+            sent.push(k);
+            all.append(&mut inputs);
         }
-        (outcomes, sent, all)
+        Ok((outcomes, sent, all))
     }
 
     /// Runs a step on this thread, key by key.

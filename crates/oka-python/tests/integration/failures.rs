@@ -108,6 +108,7 @@ fn memory_past_the_limit_is_a_memory_error_for_that_key() {
         python: python(),
         workers: 1,
         memory_mib: 256,
+        compile: false,
     };
     let l = load_with("memory", &fragile(5000), FRAGILE, config).unwrap();
     let out = run(

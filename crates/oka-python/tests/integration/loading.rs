@@ -77,6 +77,7 @@ fn a_file_that_is_not_there_is_a_spec_error() {
             python: python(),
             workers: 1,
             memory_mib: 1024,
+            compile: false,
         },
     )
     .unwrap_err();
@@ -96,6 +97,7 @@ fn an_interpreter_that_is_not_there_says_what_to_do() {
         python: "/no/such/python3".into(),
         workers: 1,
         memory_mib: 1024,
+        compile: false,
     };
     let e = load_dir(&dir, config).unwrap_err();
     assert!(
@@ -122,6 +124,7 @@ fn a_module_named_like_a_loaded_python_module_is_refused() {
             python: python(),
             workers: 1,
             memory_mib: 1024,
+            compile: false,
         },
     )
     .unwrap_err();

@@ -2,6 +2,7 @@
 //! specs with Python UDFs loaded, started and executed as the server does.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod compiled;
 mod failures;
 mod loading;
 mod serving;
@@ -65,6 +66,7 @@ pub fn load(name: &str, spec: &str, module: &str, workers: usize) -> Result<Load
             python: python(),
             workers,
             memory_mib: 1024,
+            compile: false,
         },
     )
 }
