@@ -238,7 +238,7 @@ fn expression(rng: &mut Lcg, depth: u32) -> String {
         "r['a']", "r['b']", "r['i']", "r['j']", "x", "n", "0", "1", "-2", "0.5", "3.0", "-0.0",
         "1e308", "7",
     ];
-    if depth == 0 || rng.next() % 4 == 0 {
+    if depth == 0 || rng.next().is_multiple_of(4) {
         return rng.pick(&LEAVES).to_owned();
     }
     let mut sub = || expression(rng, depth - 1);
