@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# Python UDFs against CEL and against reading the pipeline feature directly (issue 42),
-# measured with `wrk`:
+# Python UDFs against CEL and against reading the pipeline feature directly (issues 42
+# and 46), measured with `wrk`:
 #
 #   bash benches/load/python.sh
 #
-# One `oka serve` (memory store, the demo's 10,000 keys, --workers $WORKERS, default 2,
-# --python-workers $PY_WORKERS, default 2) serves three features of the same record:
-#   direct   test_feature            the pipeline record as stored
-#   cel      simple_feature          `test_feature.value * multiplier` in CEL
-#   python   simple_py               the same in Python (benches/load/python/udfs.py)
+# Two `oka serve`s (memory store, the demo's 10,000 keys, --workers $WORKERS, default 2,
+# --python-workers $PY_WORKERS, default 2), one with Python UDFs compiled (the default)
+# and one with --python-compile=off, serve four variants of the same record:
+#   direct    test_feature     the pipeline record as stored
+#   cel       simple_feature   `test_feature.value * multiplier` in CEL
+#   compiled  simple_py        the same in Python (benches/load/python/udfs.py), compiled
+#   python    simple_py        the same, run in the Python workers (the second server)
 # Each round runs, closed loop, $DURATION s (default 5) per variant, for each of
 # $CONNS_LIST (default "8 32") connections and $BATCHES (default "1 100") keys per
 # request; rounds alternate ($ROUNDS, default 3). For each run: requests/s, p50/p99, the
 # server's CPU per request and its Python workers' (utime + stime from /proc), wrk's own
 # CPU per request, and the keys per Python batch (from /metrics). The table gives
-# medians, and the ratios the issue sets targets for (python/direct at 1 key, python/cel
-# at 100 keys).
+# medians, and the ratios the issues set targets for (python/direct at 1 key, python/cel
+# at 100 keys, compiled/cel).
 #
 # Holds /tmp/oka-bench.lock; binds 127.0.0.1 only; stops what it starts by PID.
 # Writes benches/load/out/python/{runs.jsonl,results.md}.
@@ -32,7 +34,7 @@ BATCHES=${BATCHES:-1 100}
 WORKERS=${WORKERS:-2}
 PY_WORKERS=${PY_WORKERS:-2}
 WRK_THREADS=${WRK_THREADS:-2}
-VARIANTS=${VARIANTS:-direct cel python}
+VARIANTS=${VARIANTS:-direct cel compiled python}
 OUT=${OUT:-benches/load/out/python}
 BIN=target/release
 mkdir -p "$OUT"
@@ -55,13 +57,23 @@ cat >>"$OUT/spec.yaml" <<'EOF'
     udf: {python: {file: udfs.py, function: simple_feature}}
 EOF
 
-PORT=$(free_port)
-ADMIN=$(free_port)
-"$BIN/oka" serve --spec "$OUT/spec.yaml" --workers "$WORKERS" --python-workers "$PY_WORKERS" \
-    --listen "127.0.0.1:$PORT" --admin-listen "127.0.0.1:$ADMIN" >"$OUT/oka.log" 2>&1 &
-OKA_PID=$!
-PIDS+=("$OKA_PID")
-wait_ready "http://127.0.0.1:$ADMIN/readyz"
+start() { # ON|OFF → sets PORT_x, ADMIN_x, PID_x
+    local which=$1 port admin
+    port=$(free_port)
+    admin=$(free_port)
+    "$BIN/oka" serve --spec "$OUT/spec.yaml" --workers "$WORKERS" --python-workers "$PY_WORKERS" \
+        --python-compile "${which,,}" \
+        --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" >"$OUT/oka-${which,,}.log" 2>&1 &
+    PIDS+=("$!")
+    printf -v "PID_$which" '%s' "$!"
+    printf -v "PORT_$which" '%s' "$port"
+    printf -v "ADMIN_$which" '%s' "$admin"
+    wait_ready "http://127.0.0.1:$admin/readyz"
+}
+start ON
+start OFF
+grep -q "simple_py.*runs compiled" "$OUT/oka-on.log" ||
+    { echo "simple_py was not compiled: see $OUT/oka-on.log" >&2; exit 1; }
 
 cpu_s() { # PID… → their utime + stime, seconds
     local total=0 p
@@ -81,8 +93,13 @@ run() { # VARIANT ROUND CONNS BATCH
     case $v in
         direct) feature=test_feature args='{}' ;;
         cel) feature=simple_feature args='{"simple_feature":{"multiplier":2.0}}' ;;
-        python) feature=simple_py args='{"simple_py":{"multiplier":2.0}}' ;;
+        compiled | python) feature=simple_py args='{"simple_py":{"multiplier":2.0}}' ;;
     esac
+    if [[ $v == python ]]; then
+        OKA_PID=$PID_OFF PORT=$PORT_OFF ADMIN=$ADMIN_OFF
+    else
+        OKA_PID=$PID_ON PORT=$PORT_ON ADMIN=$ADMIN_ON
+    fi
     local py; py=$(py_pids)
     # shellcheck disable=SC2086
     local srv0 py0 b0 out srv1 py1 b1
@@ -119,7 +136,7 @@ for b in $BATCHES; do
 done
 
 {
-    echo "# Python UDFs against CEL and the direct read ($(date -u +%F), $(nproc) cores, --workers $WORKERS --python-workers $PY_WORKERS, ${DURATION}s × $ROUNDS rounds, medians)"
+    echo "# Python UDFs, compiled and in the workers, against CEL and the direct read ($(date -u +%F), $(nproc) cores, --workers $WORKERS --python-workers $PY_WORKERS, ${DURATION}s × $ROUNDS rounds, medians)"
     echo
     echo "| keys | conns | variant | req/s | p50 ms | p99 ms | server CPU µs/req | Python CPU µs/req | wrk CPU µs/req | keys per Python batch | errors |"
     echo "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
@@ -131,7 +148,7 @@ done
             srv: (map(.server_cpu_us) | median), py: (map(.python_cpu_us) | median),
             gen: (map(.wrk_cpu_us) | median), kpb: (map(.keys_per_batch // 0) | median),
             errors: (map(.errors) | add)})
-        | sort_by(.batch, .conns, (.variant | {"direct": 0, "cel": 1, "python": 2}[.]))
+        | sort_by(.batch, .conns, (.variant | {"direct": 0, "cel": 1, "compiled": 2, "python": 3}[.]))
         | .[] | "| \(.batch) | \(.conns) | \(.variant) | \(.rps | floor) | \(.p50) | \(.p99) | \(.srv * 10 | round / 10) | \(.py * 10 | round / 10) | \(.gen * 10 | round / 10) | \(if .variant == "python" then (.kpb * 10 | round / 10) else "–" end) | \(.errors) |"' \
         "$OUT/runs.jsonl"
     echo
@@ -142,9 +159,10 @@ done
          | {batch: .[0].batch, conns: .[0].conns,
             direct: (map(select(.variant == "direct")) | .[0].rps),
             cel: (map(select(.variant == "cel")) | .[0].rps),
+            compiled: (map(select(.variant == "compiled")) | .[0].rps),
             python: (map(select(.variant == "python")) | .[0].rps)}]
         | group_by([.batch, .conns]) | .[]
-        | "- \(.[0].batch) key(s), \(.[0].conns) connections: python/direct \(map(.python / .direct) | median * 100 | round / 100), python/cel \(map(.python / .cel) | median * 100 | round / 100)"' \
+        | "- \(.[0].batch) key(s), \(.[0].conns) connections: python/direct \(map(.python / .direct) | median * 100 | round / 100), python/cel \(map(.python / .cel) | median * 100 | round / 100), compiled/cel \(map(.compiled / .cel) | median * 100 | round / 100)"' \
         "$OUT/runs.jsonl"
 } >"$OUT/results.md"
 cat "$OUT/results.md"

@@ -266,3 +266,53 @@ fn a_volga_module_that_does_not_import_or_declares_what_oka_cannot_serve_is_name
         "{stderr}"
     );
 }
+
+#[test]
+fn oka_explain_says_which_pattern_udfs_are_compiled_and_why_the_rest_are_not() {
+    let explain = |extra: &[&str]| {
+        let out = std::process::Command::new(common::OKA)
+            .args(["explain", "--volga-module"])
+            .arg(patterns("patterns.py"))
+            .args(["--python", &python()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let on = explain(&[]);
+    let line = |text: &str, feature: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{feature}: ")))
+            .unwrap_or_else(|| panic!("no line for {feature}: {text}"))
+            .to_owned()
+    };
+    for f in [
+        "simple_feature",
+        "list_feature",
+        "level2_feature",
+        "user_stats",
+    ] {
+        let l = line(&on, f);
+        assert!(
+            l.starts_with(&format!(
+                "{f}: compiled (equal to CPython on 288 generated inputs;"
+            )),
+            "{l}"
+        );
+        assert!(l.ends_with(&format!("[patterns.py:{f}]")), "{l}");
+    }
+    assert_eq!(
+        line(&on, "order_stats"),
+        "order_stats: python: a call of the method `.replace` (line 201) [patterns.py:order_stats]"
+    );
+    let off = explain(&["--python-compile", "off"]);
+    assert_eq!(
+        line(&off, "simple_feature"),
+        "simple_feature: python: --python-compile=off [patterns.py:simple_feature]"
+    );
+}

@@ -278,7 +278,11 @@ impl<'a> GroupRun<'a> {
         let si = self.next;
         let mut outcomes = Vec::with_capacity(n);
         let mut sent = Vec::with_capacity(if inline.is_some() { 0 } else { n });
-        let mut all = Vec::new();
+        let mut all = Vec::with_capacity(if inline.is_some() {
+            0
+        } else {
+            n * step.inputs.len()
+        });
         let mut inputs = Vec::new();
         for k in 0..n {
             if let Err(blocked) = gather_inputs(

@@ -7,11 +7,12 @@
 //!
 //! Layout: `num` (Python's arithmetic), `ir` (the checked body), `check`
 //! (the translator's IR read into it), `eval` (one
-//! key; `eval::builtins` its functions), `prove` (the comparison with CPython), and here the translation
+//! key; `eval::builtins` its functions; `fast` the common shape without it), `prove` (the comparison with CPython), and here the translation
 //! step and the runner the executor calls.
 
 mod check;
 mod eval;
+mod fast;
 mod ir;
 mod num;
 mod prove;
@@ -91,6 +92,8 @@ pub struct Compiled {
     /// Per input, the columns Volga's entity constructor refuses None for
     /// (its keys and timestamp); empty for plain UDFs.
     required: Vec<Vec<usize>>,
+    /// The body's fast form, when it has the common shape.
+    fast: Option<fast::Fast>,
 }
 
 impl Compiled {
@@ -107,6 +110,9 @@ impl Compiled {
             }) {
                 return None;
             }
+        }
+        if let Some(row) = self.fast.as_ref().and_then(|f| f.row(call, &self.output)) {
+            return Some(row);
         }
         let mut frame = eval::Frame::new(
             &self.body,
@@ -180,7 +186,7 @@ pub(crate) fn translate(
                 }
                 let decl = u.decl();
                 let body = check::check(decl, &answer["ir"])?;
-                let required = (decl.inputs.iter())
+                let required: Vec<Vec<usize>> = (decl.inputs.iter())
                     .map(|i| match decl.style {
                         PythonStyle::Volga => {
                             let e = &i.entity;
@@ -191,7 +197,14 @@ pub(crate) fn translate(
                         _ => Vec::new(),
                     })
                     .collect();
+                let one: Vec<bool> = decl.inputs.iter().map(|i| !i.many).collect();
+                let required = if required.iter().all(Vec::is_empty) {
+                    Vec::new()
+                } else {
+                    required
+                };
                 Ok(Compiled {
+                    fast: fast::Fast::of(&body, &one),
                     body,
                     output: Arc::clone(&decl.output),
                     required,

@@ -3,23 +3,22 @@
 //! `math`'s functions, and `str`'s case, strip and prefix methods. Each gives
 //! exactly CPython's answer or [`Py`].
 
-use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use super::{Frame, Num, Py, R, V, binary, eval, iterate, order};
+use super::{Frame, Num, Py, R, Text, V, binary, eval, iterate, order};
 use crate::compile::ir::{BinOp, Expr, Func, Method};
 use crate::compile::num;
 
-pub(super) fn method<'a>(m: Method, s: Cow<'a, str>, arg: Option<&str>) -> R<V<'a>> {
+pub(super) fn method<'a>(m: Method, s: Text<'a>, arg: Option<&str>) -> R<V<'a>> {
     // Case maps and whitespace differ between Unicode versions: ASCII only.
     let ascii = s.is_ascii();
     Ok(match m {
-        Method::Lower if ascii => V::Str(Cow::Owned(s.to_ascii_lowercase())),
-        Method::Upper if ascii => V::Str(Cow::Owned(s.to_ascii_uppercase())),
+        Method::Lower if ascii => V::Str(Text::Owned(s.to_ascii_lowercase())),
+        Method::Upper if ascii => V::Str(Text::Owned(s.to_ascii_uppercase())),
         Method::Strip if ascii => {
             // str.isspace on ASCII: the C0 separators count too.
             let ws = |c: char| matches!(c, ' ' | '\t'..='\r' | '\x1c'..='\x1f');
-            V::Str(Cow::Owned(s.trim_matches(ws).to_owned()))
+            V::Str(Text::Owned(s.trim_matches(ws).to_owned()))
         }
         Method::StartsWith => V::Bool(s.starts_with(arg.ok_or(Py)?)),
         Method::EndsWith => V::Bool(s.ends_with(arg.ok_or(Py)?)),
@@ -119,9 +118,9 @@ pub(super) fn call<'a>(func: Func, args: &'a [Expr], f: &mut Frame<'a, '_>) -> R
         Func::Bool => V::Bool(eval(first()?, f)?.truthy()?),
         Func::Str => match eval(first()?, f)? {
             V::Str(s) => V::Str(s),
-            V::Int(i) => V::Str(Cow::Owned(i.to_string())),
-            V::Bool(b) => V::Str(Cow::Borrowed(if b { "True" } else { "False" })),
-            V::None => V::Str(Cow::Borrowed("None")),
+            V::Int(i) => V::Str(Text::Owned(i.to_string())),
+            V::Bool(b) => V::Str(Text::Owned(if b { "True" } else { "False" }.to_owned())),
+            V::None => V::Str(Text::Owned("None".to_owned())),
             _ => return Err(Py),
         },
         Func::Math(m) => {

@@ -5,9 +5,9 @@
 //! the real exception, so a translated UDF never answers differently; it only
 //! sometimes does not answer here.
 
-use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use oka_core::udf::Input;
 use oka_core::{Entity, FieldType, Row, Timestamp, Value};
@@ -17,6 +17,35 @@ mod builtins;
 use super::ir::{BinOp, Body, CmpOp, Comp, Expr, Lit, Stmt};
 use super::num;
 use crate::protocol::MAX_STR_CHARS;
+
+/// A string: one of an input's or a literal's (shared, answered without a
+/// copy), or one built here.
+#[derive(Debug, Clone)]
+pub enum Text<'a> {
+    Shared(&'a Arc<str>),
+    Owned(String),
+}
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        match self {
+            Text::Shared(s) => s,
+            Text::Owned(s) => s,
+        }
+    }
+}
+
+impl Text<'_> {
+    /// The string as a value: a shared one without a copy.
+    fn value(&self) -> Arc<str> {
+        match self {
+            Text::Shared(s) => Arc::clone(s),
+            Text::Owned(s) => s.as_str().into(),
+        }
+    }
+}
 
 /// This key must run in Python.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,7 +66,7 @@ pub enum V<'a> {
     Bool(bool),
     Int(i64),
     Float(f64),
-    Str(Cow<'a, str>),
+    Str(Text<'a>),
     Time(Timestamp),
     /// A list read from an input.
     Vals(&'a [Value]),
@@ -57,7 +86,7 @@ impl<'a> V<'a> {
             Value::Bool(b) => V::Bool(*b),
             Value::Int(i) => V::Int(*i),
             Value::Float(f) => V::Float(*f),
-            Value::String(s) => V::Str(Cow::Borrowed(s)),
+            Value::String(s) => V::Str(Text::Shared(s)),
             Value::Timestamp(t) => V::Time(*t),
             Value::List(items) => V::Vals(items),
         }
@@ -131,6 +160,8 @@ pub struct Frame<'a, 'b> {
     pub output: &'b Entity,
     slots: Vec<Option<V<'a>>>,
     steps: u64,
+    /// The record a `return {...}` built (the common case: no `V::Out`).
+    out: Option<Row>,
 }
 
 impl<'a, 'b> Frame<'a, 'b> {
@@ -148,8 +179,13 @@ impl<'a, 'b> Frame<'a, 'b> {
             key,
             now,
             output,
-            slots: vec![None; body.slots],
+            slots: if body.slots == 0 {
+                Vec::new()
+            } else {
+                vec![None; body.slots]
+            },
             steps: 0,
+            out: None,
         }
     }
 
@@ -166,6 +202,7 @@ impl<'a, 'b> Frame<'a, 'b> {
 /// Runs `body`: the output record, or [`Py`].
 pub fn run<'a>(body: &'a Body, f: &mut Frame<'a, '_>) -> R<Row> {
     match block(&body.stmts, f)? {
+        _ if f.out.is_some() => f.out.take().ok_or(Py),
         Some(V::Out(row)) => Ok(Rc::try_unwrap(row).unwrap_or_else(|rc| (*rc).clone())),
         _ => Err(Py),
     }
@@ -199,6 +236,10 @@ fn block<'a>(stmts: &'a [Stmt], f: &mut Frame<'a, '_>) -> R<Option<V<'a>>> {
                     }
                 }
             }
+            Stmt::Return(Expr::Record(given, required)) => {
+                f.out = Some(record(given, required, f)?);
+                return Ok(Some(V::None));
+            }
             Stmt::Return(e) => return Ok(Some(eval(e, f)?)),
         }
     }
@@ -215,7 +256,7 @@ pub(super) fn item<'a>(seq: &V<'a>, i: usize) -> R<V<'a>> {
         V::Str(s) => s
             .chars()
             .nth(i)
-            .map(|c| V::Str(Cow::Owned(c.to_string())))
+            .map(|c| V::Str(Text::Owned(c.to_string())))
             .ok_or(Py),
         _ => Err(Py),
     }
@@ -229,7 +270,7 @@ pub(super) fn eval<'a>(e: &'a Expr, f: &mut Frame<'a, '_>) -> R<V<'a>> {
             Lit::Bool(b) => V::Bool(*b),
             Lit::Int(i) => V::Int(*i),
             Lit::Float(x) => V::Float(*x),
-            Lit::Str(s) => V::Str(Cow::Borrowed(s)),
+            Lit::Str(s) => V::Str(Text::Shared(s)),
         },
         Expr::Input(i) => match f.inputs.get(*i).ok_or(Py)? {
             Input::One(row) => V::Record(row),
@@ -331,7 +372,7 @@ pub(super) fn eval<'a>(e: &'a Expr, f: &mut Frame<'a, '_>) -> R<V<'a>> {
                     return Err(Py);
                 }
             }
-            V::Str(Cow::Owned(out))
+            V::Str(Text::Owned(out))
         }
         Expr::List(xs) => {
             let items = xs.iter().map(|x| eval(x, f)).collect::<R<Vec<_>>>()?;
@@ -417,7 +458,7 @@ pub(super) fn binary<'a>(op: BinOp, a: &V<'a>, b: &V<'a>) -> R<V<'a>> {
         if x.len() + y.len() > MAX_BUILT {
             return Err(Py);
         }
-        return Ok(V::Str(Cow::Owned(format!("{x}{y}"))));
+        return Ok(V::Str(Text::Owned(format!("{}{}", &**x, &**y))));
     }
     let (Some(x), Some(y)) = (a.num(), b.num()) else {
         return Err(Py);
@@ -451,7 +492,7 @@ pub(super) fn binary<'a>(op: BinOp, a: &V<'a>, b: &V<'a>) -> R<V<'a>> {
 /// (a NaN). `Err` where Python raises (or the translation does not model it).
 pub(super) fn order(a: &V<'_>, b: &V<'_>) -> R<Option<Ordering>> {
     if let (V::Str(x), V::Str(y)) = (a, b) {
-        return Ok(Some(x.as_ref().cmp(y.as_ref())));
+        return Ok(Some((**x).cmp(&**y)));
     }
     let (Some(x), Some(y)) = (a.num(), b.num()) else {
         return Err(Py);
@@ -469,7 +510,7 @@ fn equal(a: &V<'_>, b: &V<'_>) -> R<bool> {
     match (a, b) {
         (V::None, V::None) => Ok(true),
         (V::None, _) | (_, V::None) => Ok(false),
-        (V::Str(x), V::Str(y)) => Ok(x == y),
+        (V::Str(x), V::Str(y)) => Ok(**x == **y),
         (V::Str(_), x) | (x, V::Str(_)) if x.num().is_some() => Ok(false),
         _ if a.num().is_some() && b.num().is_some() => Ok(order(a, b)? == Some(Ordering::Equal)),
         _ => Err(Py),
@@ -494,7 +535,7 @@ fn compare(op: CmpOp, a: &V<'_>, b: &V<'_>) -> R<bool> {
 /// `x in seq`.
 fn contains(seq: &V<'_>, x: &V<'_>) -> R<bool> {
     if let (V::Str(s), V::Str(x)) = (seq, x) {
-        return Ok(s.contains(x.as_ref()));
+        return Ok(s.contains(&**x));
     }
     // Python checks identity first: a NaN may be "in" a list it is not equal
     // to anything of. Those run in Python.
@@ -522,9 +563,16 @@ fn contains(seq: &V<'_>, x: &V<'_>) -> R<bool> {
 /// Python, which answers the refusal.
 fn record<'a>(given: &'a [Option<Expr>], required: &[usize], f: &mut Frame<'a, '_>) -> R<Row> {
     let out = f.output;
-    let mut columns = Vec::with_capacity(out.columns.len());
+    // Built where the row keeps them: one allocation.
+    let mut columns: Arc<[Value]> = std::iter::repeat_n(Value::Null, out.columns.len()).collect();
+    let slots = Arc::get_mut(&mut columns).ok_or(Py)?;
     let mut event_time = f.now;
-    for (i, (g, c)) in given.iter().zip(&out.columns).enumerate() {
+    for (i, ((g, c), slot)) in given
+        .iter()
+        .zip(&out.columns)
+        .zip(slots.iter_mut())
+        .enumerate()
+    {
         let v = match g {
             Some(e) => {
                 let v = eval(e, f)?;
@@ -543,7 +591,7 @@ fn record<'a>(given: &'a [Option<Expr>], required: &[usize], f: &mut Frame<'a, '
         {
             event_time = t;
         }
-        columns.push(v);
+        *slot = v;
     }
     Ok(Row::new(event_time, columns))
 }
@@ -558,7 +606,7 @@ fn convert(v: &V<'_>, ty: &FieldType) -> R<Value> {
         (FieldType::String, V::Str(s))
             if s.len() <= MAX_STR_CHARS || s.chars().count() <= MAX_STR_CHARS =>
         {
-            Value::String(s.as_ref().into())
+            Value::String(s.value())
         }
         (FieldType::Timestamp, V::Time(t)) if t.is_rfc3339() => Value::Timestamp(*t),
         (FieldType::List(inner), V::Vals(_) | V::List(_)) => {

@@ -333,7 +333,7 @@ function drawHealth() {
   const pools = (last.udf_runtimes || []).map((p) => el('div', { class: 'card', 'data-testid': 'python-pool' }, el('h3', { text: 'Python workers' }), kv([
     ['State', el('span', { class: 'pill ' + (p.alive > 0 ? 'ok' : 'bad'), text: p.alive + ' of ' + p.workers + ' alive' + (p.starting ? ', ' + p.starting + ' starting' : '') })],
     p.last_failure && ['Last failure', p.last_failure],
-    ['UDFs', p.udfs.map((u) => u.feature + ' (' + u.source + ')').join(', ')],
+    ['UDFs', el('ul', {}, p.udfs.map((u) => el('li', { 'data-testid': 'python-udf', title: u.why || '', text: u.feature + ' (' + u.source + '): ' + (u.why || u.runtime || 'python') })))],
   ])));
   const reloads = el('div', { class: 'card', 'data-testid': 'reloads' }, el('h3', { text: 'Reloads' }),
     last.reloads.length
