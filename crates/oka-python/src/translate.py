@@ -45,6 +45,8 @@ CMPOPS = {
 # Names whose presence means the module may rebind names at run time.
 DYNAMIC = {"globals", "builtins", "__builtins__", "setattr", "exec", "eval", "vars", "__import__", "importlib"}
 INT64 = (-(1 << 63), (1 << 63) - 1)
+# The deepest expression or block the translator writes (Oka reads 48).
+MAX_DEPTH = 40
 
 
 class Refused(Exception):
@@ -218,6 +220,7 @@ class Function:
         self.slots = {}
         self.count = 0
         self.scopes = []
+        self.depth = 0
         self.params = {}
         self.locals = local_names(fn)
         a = fn.args
@@ -255,10 +258,16 @@ class Function:
 
     # Statements.
     def block(self, stmts):
-        out = []
-        for s in stmts:
-            out.extend(self.stmt(s))
-        return out
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise Refused("statements nested more than %d deep" % MAX_DEPTH, stmts[0] if stmts else None)
+            out = []
+            for s in stmts:
+                out.extend(self.stmt(s))
+            return out
+        finally:
+            self.depth -= 1
 
     def stmt(self, s):
         if isinstance(s, ast.Return):
@@ -309,6 +318,17 @@ class Function:
         raise Refused("the global `%s`" % n, node)
 
     def expr(self, e):
+        # Oka's reader takes IR nested 48 deep at most, and JSON readers
+        # refuse deeper: a deep expression is refused here, alone.
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise Refused("an expression nested more than %d deep" % MAX_DEPTH, e)
+            return self.expr_at(e)
+        finally:
+            self.depth -= 1
+
+    def expr_at(self, e):
         if isinstance(e, ast.Constant):
             return const(e.value, e)
         if isinstance(e, ast.Name):

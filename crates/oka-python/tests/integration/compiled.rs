@@ -364,6 +364,12 @@ fn check_module(name: &str, source: &str, cases: &[Case]) -> usize {
 }
 
 fn load_one(name: &str, module: &str) -> Runtime {
+    load_named(name, module, &["f"])[0].clone()
+}
+
+/// Loads `module` with a feature per function of `functions` (each of the
+/// seed's record): their runtimes.
+fn load_named(name: &str, module: &str, functions: &[&str]) -> Vec<Runtime> {
     let dir = folder(name);
     std::fs::write(dir.join("udfs.py"), module).unwrap();
     std::fs::write(
@@ -374,7 +380,10 @@ fn load_one(name: &str, module: &str) -> Runtime {
     std::fs::write(
         dir.join("spec.yaml"),
         super::spec(
-            "  f:\n    kind: on_demand\n    entity: TestEntity\n    dependencies: [test_feature]\n    udf: {python: {file: udfs.py, function: f}}\n",
+            &functions
+                .iter()
+                .map(|f| format!("  {f}:\n    kind: on_demand\n    entity: TestEntity\n    dependencies: [test_feature]\n    udf: {{python: {{file: udfs.py, function: {f}}}}}\n"))
+                .collect::<String>(),
         ),
     )
     .unwrap();
@@ -386,7 +395,30 @@ fn load_one(name: &str, module: &str) -> Runtime {
     };
     let l = load_dir(&dir, config).unwrap();
     let udfs = l.pool.as_ref().unwrap().udfs();
-    udfs[0].2.clone()
+    functions
+        .iter()
+        .map(|f| udfs.iter().find(|u| u.0 == *f).unwrap().2.clone())
+        .collect()
+}
+
+#[test]
+fn a_deeply_nested_expression_is_refused_alone() {
+    let deep = format!(
+        "def deep(dep):\n    return {{\"value\": {}dep[\"value\"]{}}}\n\n",
+        "(1.0 + ".repeat(60),
+        ")".repeat(60)
+    );
+    let module = format!("{deep}def plain(dep):\n    return {{\"value\": dep[\"value\"] * 2}}\n");
+    let runtimes = load_named("compiled-deep", &module, &["deep", "plain"]);
+    assert_eq!(
+        runtimes[0],
+        Runtime::Python("an expression nested more than 40 deep (line 2)".to_owned())
+    );
+    assert!(
+        matches!(runtimes[1], Runtime::Compiled { .. }),
+        "{}",
+        runtimes[1]
+    );
 }
 
 #[test]
