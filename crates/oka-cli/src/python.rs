@@ -258,15 +258,26 @@ pub fn validate(
         }) => {
             let pipeline = r.features().iter().filter(|f| f.is_pipeline()).count();
             let entities = r.entities().count();
-            let python_udfs = pool.map_or(0, |p| p.udfs().len());
+            let udfs = pool.map_or_else(Vec::new, |p| p.udfs());
+            let compiled = (udfs.iter())
+                .filter(|(.., r)| matches!(r, oka_python::Runtime::Compiled { .. }))
+                .count();
             println!(
                 "{origin}: ok ({entities} {}, {} features: {pipeline} pipeline, {} on-demand{})",
                 if entities == 1 { "entity" } else { "entities" },
                 r.features().len(),
                 r.features().len() - pipeline,
-                match python_udfs {
+                match udfs.len() {
                     0 => String::new(),
-                    n => format!(", {n} in Python, loaded by {}", python.python.display()),
+                    n => format!(
+                        ", {n} in Python ({compiled} compiled{}), loaded by {}",
+                        if compiled < n {
+                            ": `oka explain` says why not the rest"
+                        } else {
+                            ""
+                        },
+                        python.python.display()
+                    ),
                 }
             );
             Ok(ExitCode::SUCCESS)
