@@ -269,12 +269,14 @@ fn a_volga_module_that_does_not_import_or_declares_what_oka_cannot_serve_is_name
 
 #[test]
 fn oka_explain_says_which_pattern_udfs_are_compiled_and_why_the_rest_are_not() {
-    let explain = |extra: &[&str]| {
+    let explain = |extra: &[&str], tz: &str| {
         let out = std::process::Command::new(common::OKA)
             .args(["explain", "--volga-module"])
             .arg(patterns("patterns.py"))
             .args(["--python", &python()])
             .args(extra)
+            // Volga's naive `datetime.now()` translates where local time is UTC.
+            .env("TZ", tz)
             .output()
             .unwrap();
         assert!(
@@ -284,7 +286,7 @@ fn oka_explain_says_which_pattern_udfs_are_compiled_and_why_the_rest_are_not() {
         );
         String::from_utf8(out.stdout).unwrap()
     };
-    let on = explain(&[]);
+    let on = explain(&[], "UTC");
     let line = |text: &str, feature: &str| {
         text.lines()
             .find(|l| l.starts_with(&format!("{feature}: ")))
@@ -310,9 +312,16 @@ fn oka_explain_says_which_pattern_udfs_are_compiled_and_why_the_rest_are_not() {
         line(&on, "order_stats"),
         "order_stats: python: a call of the method `.replace` (line 201) [patterns.py:order_stats]"
     );
-    let off = explain(&["--python-compile", "off"]);
+    let off = explain(&["--python-compile", "off"], "UTC");
     assert_eq!(
         line(&off, "simple_feature"),
         "simple_feature: python: --python-compile=off [patterns.py:simple_feature]"
+    );
+    // Five hours west of UTC (a POSIX zone: no tz database needed), the naive
+    // local `datetime.now()` is not the request's UTC time.
+    let west = explain(&[], "EST+5");
+    assert_eq!(
+        line(&west, "simple_feature"),
+        "simple_feature: python: `datetime.now()` is local time here, not UTC (set TZ=UTC to translate it) (line 98) [patterns.py:simple_feature]"
     );
 }

@@ -35,6 +35,7 @@ use scylla::policies::timestamp_generator::MonotonicTimestampGenerator;
 pub use scylla::statement::Consistency;
 use scylla::statement::batch::{Batch, BatchType};
 use scylla::statement::prepared::PreparedStatement;
+use scylla::statement::unprepared::Statement;
 
 use crate::failure::{map_execution_error, map_prepare_error, map_session_error, unreachable};
 use crate::schema::{self, Replication, StoreUrl, TABLE};
@@ -197,13 +198,21 @@ async fn open_session(parsed: &StoreUrl, options: &ScyllaOptions) -> Result<Sess
     }
 }
 
+/// How long one schema statement may take: creating a keyspace or table waits
+/// for the nodes to write and agree on the schema, which takes seconds on a
+/// busy cluster — far longer than the reads `--store-timeout-ms` bounds.
+const DDL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Creates the keyspace and table if missing, and waits for the cluster to agree.
 async fn create_schema(
     session: &Session,
     keyspace: &str,
     replication: &Replication,
+    request_timeout: Duration,
 ) -> Result<(), StoreError> {
     for stmt in schema::ddl(keyspace, replication) {
+        let mut stmt = Statement::new(stmt);
+        stmt.set_request_timeout(Some(DDL_TIMEOUT.max(request_timeout)));
         session
             .query_unpaged(stmt, ())
             .await
@@ -322,7 +331,13 @@ impl ScyllaStore {
             .map_err(|e| StoreError::new(StoreErrorKind::Internal, e.to_string()).with_source(e))?;
         let session = open_session(&parsed, &options).await?;
         if options.create_schema {
-            create_schema(&session, &parsed.keyspace, &options.replication).await?;
+            create_schema(
+                &session,
+                &parsed.keyspace,
+                &options.replication,
+                options.request_timeout,
+            )
+            .await?;
         }
         let statements = Statements::prepare(
             &session,
