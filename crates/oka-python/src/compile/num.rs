@@ -188,6 +188,56 @@ pub fn math_1(x: f64, r: f64) -> Option<f64> {
     }
 }
 
+/// `repr(x)` (and `str(x)`, `f"{x}"`) for a float, as CPython writes it: the
+/// shortest digits that read back as `x`, in fixed notation when the decimal
+/// point falls within 16 places before and 4 after the first digit, else as
+/// `d.ddde±XX`; `.0` after a whole number.
+pub fn float_repr(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".to_owned();
+    }
+    if x.is_infinite() {
+        return (if x > 0.0 { "inf" } else { "-inf" }).to_owned();
+    }
+    // Rust's `{:e}` gives the same shortest round-trip digits: `d.ddde-7`.
+    let sci = format!("{:e}", x.abs());
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let n = digits.len() as i32;
+    let decpt = exp + 1;
+    let mut out = String::new();
+    if x.is_sign_negative() {
+        out.push('-');
+    }
+    if (-3..=16).contains(&decpt) {
+        if decpt <= 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', (-decpt) as usize));
+            out.push_str(&digits);
+        } else if decpt >= n {
+            out.push_str(&digits);
+            out.extend(std::iter::repeat_n('0', (decpt - n) as usize));
+            out.push_str(".0");
+        } else {
+            let (a, b) = digits.split_at(decpt as usize);
+            out.push_str(a);
+            out.push('.');
+            out.push_str(b);
+        }
+    } else {
+        let (first, rest) = digits.split_at(1);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        let e = decpt - 1;
+        out.push_str(&format!("e{}{:02}", if e < 0 { '-' } else { '+' }, e.abs()));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,6 +274,30 @@ mod tests {
         assert_eq!(cmp_int_float(-3, -2.5), Some(Ordering::Less));
         assert_eq!(cmp_int_float(2, 2.0), Some(Ordering::Equal));
         assert_eq!(cmp_int_float(0, f64::NAN), None);
+    }
+
+    #[test]
+    fn floats_are_written_as_cpythons_repr() {
+        for (x, text) in [
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (2.5, "2.5"),
+            (1e16, "1e+16"),
+            (1234567890123456.0, "1234567890123456.0"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (1.5e-7, "1.5e-07"),
+            (123.456, "123.456"),
+            (1e308, "1e+308"),
+            (5e-324, "5e-324"),
+            (-2.675, "-2.675"),
+            (f64::NAN, "nan"),
+            (f64::NEG_INFINITY, "-inf"),
+        ] {
+            assert_eq!(float_repr(x), text, "{x:?}");
+        }
     }
 
     #[test]

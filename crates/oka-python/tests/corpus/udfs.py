@@ -1507,3 +1507,17 @@ def huge_literal(r, x, n, word):
 def generator(r, x, n, word):
     yield {"v": r["a"]}
 
+
+#: string one compiled
+def float_in_fstring(r, x, n, word):
+    return {"v": f"a={r['a']} x={x}"}
+
+
+#: string one compiled
+def rounded_label(r, x, n, word):
+    return {"v": "score=" + str(round(r["b"] * x, 2))}
+
+
+#: string one compiled
+def float_text_of_division(r, x, n, word):
+    return {"v": str(r["i"] / 7)}

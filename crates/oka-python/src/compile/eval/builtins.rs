@@ -5,7 +5,7 @@
 
 use std::cmp::Ordering;
 
-use super::{Frame, Num, Py, R, Text, V, binary, eval, iterate, order};
+use super::{Frame, Num, Py, R, Text, V, binary, eval, iterate, order, write_str};
 use crate::compile::ir::{BinOp, Expr, Func, Method};
 use crate::compile::num;
 
@@ -118,10 +118,11 @@ pub(super) fn call<'a>(func: Func, args: &'a [Expr], f: &mut Frame<'a, '_>) -> R
         Func::Bool => V::Bool(eval(first()?, f)?.truthy()?),
         Func::Str => match eval(first()?, f)? {
             V::Str(s) => V::Str(s),
-            V::Int(i) => V::Str(Text::Owned(i.to_string())),
-            V::Bool(b) => V::Str(Text::Owned(if b { "True" } else { "False" }.to_owned())),
-            V::None => V::Str(Text::Owned("None".to_owned())),
-            _ => return Err(Py),
+            v => {
+                let mut out = String::new();
+                write_str(&v, &mut out)?;
+                V::Str(Text::Owned(out))
+            }
         },
         Func::Math(m) => {
             let x = eval(first()?, f)?.num().ok_or(Py)?.f();

@@ -363,13 +363,7 @@ pub(super) fn eval<'a>(e: &'a Expr, f: &mut Frame<'a, '_>) -> R<V<'a>> {
         Expr::FStr(parts) => {
             let mut out = String::new();
             for p in parts {
-                match eval(p, f)? {
-                    V::Str(s) => out.push_str(&s),
-                    V::Int(i) => out.push_str(&i.to_string()),
-                    V::Bool(b) => out.push_str(if b { "True" } else { "False" }),
-                    V::None => out.push_str("None"),
-                    _ => return Err(Py),
-                }
+                write_str(&eval(p, f)?, &mut out)?;
                 if out.len() > MAX_BUILT {
                     return Err(Py);
                 }
@@ -451,6 +445,20 @@ pub(super) fn iterate<'a>(
         if !each(item(&items, i)?)? {
             break;
         }
+    }
+    Ok(())
+}
+
+/// `str(v)` appended to `out`, for the values whose text the translation
+/// writes exactly (strings, ints, bools, None, floats as `repr`).
+pub(super) fn write_str(v: &V<'_>, out: &mut String) -> R<()> {
+    match v {
+        V::Str(s) => out.push_str(s),
+        V::Int(i) => out.push_str(&i.to_string()),
+        V::Bool(b) => out.push_str(if *b { "True" } else { "False" }),
+        V::None => out.push_str("None"),
+        V::Float(x) => out.push_str(&num::float_repr(*x)),
+        _ => return Err(Py),
     }
     Ok(())
 }
