@@ -188,7 +188,7 @@ impl PythonRuntime {
             .into_inner()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let runtimes = if self.config.compile {
-            compile_all(&pool, &self.cell, &slots, &self.config.python, &dir_path)
+            compile_all(&pool, &self.cell, &slots, &self.config, &dir_path)
         } else {
             (pool.udfs.iter())
                 .map(|_| Runtime::Python("--python-compile=off".to_owned()))
@@ -208,10 +208,10 @@ fn compile_all(
     pool: &Arc<Pool>,
     cell: &Arc<PoolCell>,
     slots: &[Arc<OnceLock<Compiled>>],
-    python: &std::path::Path,
+    config: &Config,
     dir: &std::path::Path,
 ) -> Vec<Runtime> {
-    let translations = compile::translate(python, dir, &pool.udfs);
+    let translations = compile::translate(&config.python, config.memory_mib, dir, &pool.udfs);
     (pool.udfs.iter().zip(translations).enumerate())
         .map(|(index, (udf, translation))| {
             let runtime = match translation {

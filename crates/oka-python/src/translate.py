@@ -527,6 +527,13 @@ def translate(decl):
 
 
 def main():
+    # The worker's memory limit (argv[1], MiB; 0: none) holds here too.
+    mib = int(sys.argv[1]) if len(sys.argv) > 1 else 0
+    if mib > 0:
+        import resource
+
+        limit = mib << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     decls = json.load(sys.stdin)
     out = []
     for decl in decls:
@@ -536,6 +543,8 @@ def main():
             out.append({"refused": e.why, "line": e.line})
         except RecursionError:
             out.append({"refused": "the function is nested too deeply to read", "line": None})
+        except MemoryError:
+            out.append({"refused": "reading the module needs more memory than --python-memory-mib", "line": None})
     json.dump(out, sys.stdout)
 
 

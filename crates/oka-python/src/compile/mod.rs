@@ -135,6 +135,7 @@ impl InlineUdf for Compiled {
 /// Each UDF's translation: its checked body, or why it stays in Python.
 pub(crate) fn translate(
     python: &Path,
+    memory_mib: u64,
     dir: &Path,
     udfs: &[UdfEntry],
 ) -> Vec<Result<Compiled, NotCompiled>> {
@@ -161,7 +162,7 @@ pub(crate) fn translate(
     let answers = if todo.is_empty() {
         Ok(Vec::new())
     } else {
-        run_translator(python, dir, &Json::Array(todo))
+        run_translator(python, memory_mib, dir, &Json::Array(todo))
     };
     let mut answers = match answers {
         Ok(a) => a.into_iter(),
@@ -214,11 +215,19 @@ pub(crate) fn translate(
         .collect()
 }
 
-/// Runs `translate.py` on `todo`: its answer per UDF, or why it gave none.
-fn run_translator(python: &Path, dir: &Path, todo: &Json) -> Result<Vec<Json>, NotCompiled> {
+/// Runs `translate.py` on `todo`, within [`TRANSLATE_TIMEOUT`] and
+/// `memory_mib` of address space (0: no limit): its answer per UDF, or why it
+/// gave none.
+fn run_translator(
+    python: &Path,
+    memory_mib: u64,
+    dir: &Path,
+    todo: &Json,
+) -> Result<Vec<Json>, NotCompiled> {
     let fail = |why: String| NotCompiled::new(format!("the translator did not run: {why}"));
     let mut child = Command::new(python)
         .arg(dir.join(TRANSLATE_SCRIPT))
+        .arg(memory_mib.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
