@@ -175,44 +175,40 @@ pub(crate) fn translate(
     };
     out.into_iter()
         .zip(udfs)
-        .map(|(o, u)| {
-            o.unwrap_or_else(|| {
-                let answer = answers.next().unwrap_or(Json::Null);
-                if let Some(why) = answer.get("refused").and_then(Json::as_str) {
-                    let line = answer.get("line").and_then(Json::as_u64);
-                    return Err(NotCompiled::new(match line {
-                        Some(l) => format!("{why} (line {l})"),
-                        None => why.to_owned(),
-                    }));
-                }
-                let decl = u.decl();
-                let body = check::check(decl, &answer["ir"])?;
-                let required: Vec<Vec<usize>> = (decl.inputs.iter())
-                    .map(|i| match decl.style {
-                        PythonStyle::Volga => {
-                            let e = &i.entity;
-                            let mut cols = e.key_index.clone();
-                            cols.push(e.timestamp_index);
-                            cols
-                        }
-                        _ => Vec::new(),
-                    })
-                    .collect();
-                let one: Vec<bool> = decl.inputs.iter().map(|i| !i.many).collect();
-                let required = if required.iter().all(Vec::is_empty) {
-                    Vec::new()
-                } else {
-                    required
-                };
-                Ok(Compiled {
-                    fast: fast::Fast::of(&body, &one),
-                    body,
-                    output: Arc::clone(&decl.output),
-                    required,
-                })
-            })
-        })
+        .map(|(o, u)| o.unwrap_or_else(|| compiled(u, &answers.next().unwrap_or(Json::Null))))
         .collect()
+}
+
+/// A UDF's translator answer, checked: its compiled form, or why not.
+fn compiled(u: &UdfEntry, answer: &Json) -> Result<Compiled, NotCompiled> {
+    if let Some(why) = answer.get("refused").and_then(Json::as_str) {
+        let line = answer.get("line").and_then(Json::as_u64);
+        return Err(NotCompiled::new(match line {
+            Some(l) => format!("{why} (line {l})"),
+            None => why.to_owned(),
+        }));
+    }
+    let decl = u.decl();
+    let body = check::check(decl, &answer["ir"])?;
+    // Volga builds each input's entity, which refuses None for its keys and
+    // timestamp: such a key is Python's to answer.
+    let required: Vec<Vec<usize>> = match decl.style {
+        PythonStyle::Volga => (decl.inputs.iter())
+            .map(|i| {
+                let mut cols = i.entity.key_index.clone();
+                cols.push(i.entity.timestamp_index);
+                cols
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let one: Vec<bool> = decl.inputs.iter().map(|i| !i.many).collect();
+    Ok(Compiled {
+        fast: fast::Fast::of(&body, &one),
+        body,
+        output: Arc::clone(&decl.output),
+        required,
+    })
 }
 
 /// Runs `translate.py` on `todo`, within [`TRANSLATE_TIMEOUT`] and
