@@ -1521,3 +1521,17 @@ def rounded_label(r, x, n, word):
 #: string one compiled
 def float_text_of_division(r, x, n, word):
     return {"v": str(r["i"] / 7)}
+
+
+#: int one compiled
+def counts_vowels(r, x, n, word):
+    return {"v": len([c for c in r["s"] if c in "aeiou"])}
+
+
+#: int one compiled
+def counts_in_a_loop(r, x, n, word):
+    total = 0
+    for c in r["t"]:
+        if c == "a":
+            total += 1
+    return {"v": total}

@@ -228,7 +228,7 @@ fn block<'a>(stmts: &'a [Stmt], f: &mut Frame<'a, '_>) -> R<Option<V<'a>>> {
                 }
             }
             Stmt::For(slot, iter, body) => {
-                let items = eval(iter, f)?;
+                let items = iterable(eval(iter, f)?)?;
                 let n = items.len()?;
                 for i in 0..n {
                     f.step()?;
@@ -246,6 +246,20 @@ fn block<'a>(stmts: &'a [Stmt], f: &mut Frame<'a, '_>) -> R<Option<V<'a>>> {
         }
     }
     Ok(None)
+}
+
+/// A value to iterate over: a string as the list of its characters (once,
+/// not a walk to each; none past [`MAX_BUILT`] bytes), anything else as it is.
+fn iterable(v: V<'_>) -> R<V<'_>> {
+    match v {
+        V::Str(s) if s.len() > MAX_BUILT => Err(Py),
+        V::Str(s) => Ok(V::List(Rc::new(
+            s.chars()
+                .map(|c| V::Str(Text::Owned(c.to_string())))
+                .collect(),
+        ))),
+        v => Ok(v),
+    }
 }
 
 /// Element `i` of a sequence (`0 <= i < len`).
@@ -408,7 +422,7 @@ fn comprehend<'a>(
     f: &mut Frame<'a, '_>,
     each: &mut dyn FnMut(V<'a>) -> R<bool>,
 ) -> R<()> {
-    let items = eval(&c.iter, f)?;
+    let items = iterable(eval(&c.iter, f)?)?;
     let n = items.len()?;
     'items: for i in 0..n {
         f.step()?;
@@ -438,7 +452,7 @@ pub(super) fn iterate<'a>(
     {
         return comprehend(c, f, each);
     }
-    let items = eval(e, f)?;
+    let items = iterable(eval(e, f)?)?;
     let n = items.len()?;
     for i in 0..n {
         f.step()?;
