@@ -362,6 +362,8 @@ class Function:
             if sys.version_info < (3, 9) or isinstance(key, ast.Slice):
                 raise Refused("a slice", e)
             if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                if self.style == "volga":
+                    raise Refused("`[%r]` of a Volga entity (it reads fields as `dep.%s`)" % (key.value, key.value), e)
                 return ["field", self.expr(e.value), key.value]
             return ["index", self.expr(e.value), self.expr(key)]
         if isinstance(e, ast.Call):
