@@ -24,6 +24,9 @@ pub use oka_telemetry::http::ClientIdentity;
 
 use crate::error::ApiError;
 
+/// `X-API-Key`, as a header name (a `&str` name is parsed on every lookup).
+const X_API_KEY: axum::http::HeaderName = axum::http::HeaderName::from_static("x-api-key");
+
 /// What a key may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scope {
@@ -261,7 +264,7 @@ impl ApiKeys {
         }
         // `X-API-Key` wins over `Authorization` when both are sent, so one that is
         // present but unreadable is refused, never passed over for the other.
-        let api_key = match headers.get("x-api-key").map(|v| v.to_str()) {
+        let api_key = match headers.get(&X_API_KEY).map(|v| v.to_str()) {
             Some(Err(_)) => {
                 return Err(ApiError::new(
                     ErrorCode::Unauthenticated,
@@ -274,7 +277,7 @@ impl ApiKeys {
         let given = api_key
             .or_else(|| {
                 headers
-                    .get("authorization")
+                    .get(axum::http::header::AUTHORIZATION)
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| {
                         // The scheme name is case-insensitive (RFC 9110 §11.1).

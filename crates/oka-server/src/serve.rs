@@ -54,38 +54,67 @@ impl Timing {
         [self.parse, self.storage, self.udf, self.encode]
     }
 
-    /// The `Server-Timing` header value (milliseconds, three decimals). Written
-    /// without the float formatter, which cost more than the rest of the header
-    /// handling on a 1-key request.
-    pub fn header(&self) -> String {
-        let mut out = String::with_capacity(96);
-        for (i, (name, d)) in [
-            ("parse", self.parse),
-            ("storage", self.storage),
-            ("udf", self.udf),
-            ("encode", self.encode),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if i > 0 {
-                out.push_str(", ");
-            }
-            out.push_str(name);
-            out.push_str(";dur=");
+    /// The `Server-Timing` header value (milliseconds, three decimals), written
+    /// into a buffer on the stack: no float formatter (it cost more than the
+    /// rest of the header handling on a 1-key request), no growing string.
+    pub fn header(&self) -> HeaderText {
+        let mut out = HeaderText {
+            bytes: [0; HeaderText::CAP],
+            len: 0,
+        };
+        for (name, d) in [
+            (&b"parse;dur="[..], self.parse),
+            (b", storage;dur=", self.storage),
+            (b", udf;dur=", self.udf),
+            (b", encode;dur=", self.encode),
+        ] {
+            out.push(name);
             // Microseconds, rounded to the nearest, in u64 arithmetic (u128
             // division is a library call: twelve of them cost more than the
             // rest of the header).
             let nanos = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
             let micros = nanos.saturating_add(500) / 1000;
-            out.push_str(itoa::Buffer::new().format(micros / 1000));
-            out.push('.');
+            out.push(itoa::Buffer::new().format(micros / 1000).as_bytes());
             let frac = (micros % 1000) as u16;
-            out.push(char::from(b'0' + (frac / 100) as u8));
-            out.push(char::from(b'0' + (frac / 10 % 10) as u8));
-            out.push(char::from(b'0' + (frac % 10) as u8));
+            out.push(&[
+                b'.',
+                b'0' + (frac / 100) as u8,
+                b'0' + (frac / 10 % 10) as u8,
+                b'0' + (frac % 10) as u8,
+            ]);
         }
         out
+    }
+}
+
+/// A `Server-Timing` value ([`Timing::header`]): ASCII, at most
+/// [`HeaderText::CAP`] bytes (four names and four numbers of at most 20 digits).
+#[derive(Debug, Clone, Copy)]
+pub struct HeaderText {
+    bytes: [u8; Self::CAP],
+    len: usize,
+}
+
+impl HeaderText {
+    /// Room for the longest value: 47 bytes of names and separators, four
+    /// numbers of up to 20 digits and four fractions.
+    const CAP: usize = 144;
+
+    fn push(&mut self, part: &[u8]) {
+        if let Some(to) = self.bytes.get_mut(self.len..self.len + part.len()) {
+            to.copy_from_slice(part);
+            self.len += part.len();
+        }
+    }
+
+    /// The value's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// The value as text.
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 }
 
@@ -135,8 +164,9 @@ impl Call<'_> {
 
 /// A parsed feature request, whichever API it came in on.
 pub(crate) struct Request<'a> {
-    /// The request in Oka's terms.
-    pub request: FeatureRequest,
+    /// The request in Oka's terms (borrowed: a request moved into each future
+    /// between its parse and its plan would be held by each of them).
+    pub request: &'a FeatureRequest,
     /// How keys that do not fit their entity are taken.
     pub keys: KeyPolicy,
     /// When the request began (its deadline counts from here).
@@ -166,7 +196,7 @@ pub(crate) async fn compute(
         trace,
     } = request;
     let deadline_at = started + budget;
-    let prepared = registry.prepare_as(&request, Timestamp::now(), &shared.limits.request, keys)?;
+    let prepared = registry.prepare_as(request, Timestamp::now(), &shared.limits.request, keys)?;
     if prepared.invalid_keys() > 0 {
         shared.metrics.lenient(Leniency::InvalidKey);
     }
@@ -398,8 +428,18 @@ mod tests {
             mark: None,
         };
         assert_eq!(
-            t.header(),
+            t.header().as_str(),
             "parse;dur=1.235, storage;dur=0.000, udf;dur=1000.000, encode;dur=42.007"
         );
+        let longest = Timing {
+            parse: Duration::MAX,
+            storage: Duration::MAX,
+            udf: Duration::MAX,
+            encode: Duration::MAX,
+            mark: None,
+        };
+        let text = longest.header();
+        assert_eq!(text.as_str().matches(";dur=18446744073709.551").count(), 4);
+        assert!(text.as_str().ends_with("encode;dur=18446744073709.551"));
     }
 }

@@ -14,6 +14,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use smallvec::SmallVec;
+
 use crate::batch::{BatchError, block_on};
 use crate::keyed::KeyedRows;
 use crate::plan::{Origin, Step};
@@ -169,7 +171,7 @@ struct GroupOutput {
     /// Per plan target (parallel to `plan.targets`), per key.
     results: Vec<Vec<Outcome>>,
     /// Per step timing.
-    steps: Vec<StepReport>,
+    steps: SmallVec<[StepReport; 2]>,
     /// The first few UDF failures.
     failures: Vec<UdfFailure>,
 }
@@ -242,6 +244,9 @@ impl GroupOutput {
     }
 }
 
+/// A key's inputs to a step, gathered for its call.
+type Inputs = Vec<Input>;
+
 /// A slot's records per key and whether an empty list means missing (`latest`).
 type Slot<'f> = (&'f KeyedRows, bool);
 
@@ -253,7 +258,7 @@ fn gather_inputs(
     slots: &[Slot<'_>],
     step_out: &[Vec<Outcome>],
     k: usize,
-    inputs: &mut Vec<Input>,
+    inputs: &mut Inputs,
 ) -> Result<(), Outcome> {
     inputs.clear();
     for (i, src) in step.inputs.iter().enumerate() {

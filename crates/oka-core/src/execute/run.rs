@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use smallvec::SmallVec;
+
 use crate::batch::{BatchError, BatchUdf, InlineUdf, KeyResult, UdfBatch};
 use crate::plan::{Origin, Step};
 use crate::registry::{Feature, FeatureId, FeatureKind, Registry, UdfImpl};
@@ -13,7 +15,7 @@ use crate::udf::{Input, UdfCall};
 use crate::value::Timestamp;
 
 use super::{
-    DEADLINE_CHECK_EVERY, ExecuteError, Fetched, GroupOutput, Outcome, Outputs, Rows, Slot,
+    DEADLINE_CHECK_EVERY, ExecuteError, Fetched, GroupOutput, Inputs, Outcome, Outputs, Rows, Slot,
     StepReport, gather_inputs, invoke, slot_outcomes,
 };
 
@@ -53,11 +55,11 @@ pub struct Execution<'a> {
 #[derive(Debug)]
 struct GroupRun<'a> {
     group: &'a Group,
-    slots: Vec<Slot<'a>>,
+    slots: SmallVec<[Slot<'a>; 2]>,
     /// The next step to run.
     next: usize,
     /// Per step run so far, per key.
-    step_out: Vec<Vec<Outcome>>,
+    step_out: SmallVec<[Vec<Outcome>; 2]>,
     out: GroupOutput,
     /// The batch step waited for.
     waiting: Option<Waiting>,
@@ -91,12 +93,12 @@ impl<'a> Execution<'a> {
                             prepared.fetch(id).query.empty_is_missing(),
                         ))
                     })
-                    .collect::<Result<Vec<Slot<'_>>, ExecuteError>>()?;
+                    .collect::<Result<SmallVec<[Slot<'_>; 2]>, ExecuteError>>()?;
                 Ok(GroupRun {
                     group,
                     slots,
                     next: 0,
-                    step_out: Vec::with_capacity(group.plan.steps.len()),
+                    step_out: SmallVec::with_capacity(group.plan.steps.len()),
                     out: GroupOutput::default(),
                     waiting: None,
                 })
@@ -283,7 +285,7 @@ impl<'a> GroupRun<'a> {
         } else {
             n * step.inputs.len()
         });
-        let mut inputs = Vec::new();
+        let mut inputs = Inputs::new();
         for k in 0..n {
             if let Err(blocked) = gather_inputs(
                 step,
@@ -344,7 +346,7 @@ impl<'a> GroupRun<'a> {
         let started = Instant::now();
         let mut errors = 0;
         let mut outcomes = Vec::with_capacity(n);
-        let mut inputs: Vec<Input> = Vec::new();
+        let mut inputs = Inputs::new();
         for k in 0..n {
             if k % DEADLINE_CHECK_EVERY == 0 && ctx.deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ExecuteError::Expired);

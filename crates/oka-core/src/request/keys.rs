@@ -12,7 +12,7 @@ use crate::registry::{Column, Entity};
 use crate::value::{FieldType, Value};
 
 /// A group's key objects, parsed once per entity.
-pub(super) struct ParsedKeys<'r>(pub(super) Vec<EntityKeys<'r>>);
+pub(super) struct ParsedKeys<'r>(pub(super) smallvec::SmallVec<[EntityKeys<'r>; 2]>);
 
 impl ParsedKeys<'_> {
     fn get(&self, entity: &Arc<Entity>) -> Result<&EntityKeys<'_>, RequestError> {

@@ -5,15 +5,18 @@
 //! all in Feast's shape.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
 use oka_core::execute::Outputs;
 use oka_core::request::Prepared;
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy};
 use oka_feast::FeastRegistry;
+use oka_telemetry::trace::RequestTrace;
 
 use crate::error::ApiError;
+
 use crate::serve::{Call, Request, Timing, compute, computed, time_budget};
 use crate::state::{AppState, Loaded};
 
@@ -41,7 +44,7 @@ pub(crate) async fn features(
     let loaded = state.shared.loaded.load();
     let (requests, plan) = super::parse(&feast, &loaded.registry, body)?;
     let mut timing = Timing::default();
-    let groups = compute_groups(state, &loaded, requests, call, &mut timing).await?;
+    let groups = compute_groups(state, &loaded, &requests, call, &mut timing).await?;
     let t = Instant::now();
     let mut out = Vec::with_capacity(plan.answer_bytes());
     super::write_response(&groups, &plan, &mut out)?;
@@ -57,7 +60,7 @@ pub(crate) async fn features(
 pub(crate) async fn compute_groups(
     state: &AppState,
     loaded: &Loaded,
-    requests: Vec<FeatureRequest>,
+    requests: &[FeatureRequest],
     call: Call<'_>,
     timing: &mut Timing,
 ) -> Result<Vec<(Prepared, Outputs)>, ApiError> {
@@ -71,40 +74,54 @@ pub(crate) async fn compute_groups(
         Some(r) => time_budget(r, deadline, default)?,
         None => deadline.unwrap_or(default),
     };
-    let group = |request| {
-        let request = Request {
-            request,
-            keys: KeyPolicy::Strict,
-            started,
-            budget,
-            trace,
-        };
-        async move {
-            let mut timing = Timing::default();
-            let computed = compute(state, loaded, request, &mut timing).await?;
-            Ok::<_, ApiError>((computed, timing))
-        }
-    };
-    if requests.len() == 1 {
+    let context = (started, budget, trace);
+    if let [only] = requests {
         // One group (no on-demand view's request data differs between rows):
         // computed as Oka's own route computes its request.
-        let Some(request) = requests.into_iter().next() else {
-            return Ok(Vec::new());
-        };
-        let (computed, t) = group(request).await?;
+        let (computed, t) = compute_group(state, loaded, only, context).await?;
         *timing = t;
         return Ok(vec![computed]);
     }
     // At most GROUPS_AT_ONCE groups in flight: rows that all give different
-    // request data must not fan out into as many concurrent store reads.
-    let done: Vec<_> = futures::stream::iter(requests.into_iter().map(group))
-        .buffered(GROUPS_AT_ONCE)
-        .try_collect()
-        .await?;
+    // request data must not fan out into as many concurrent store reads. (A
+    // loop, not `buffered` over a mapped iterator: a closure taking a borrowed
+    // request, held across an await, makes the handler's future not `Send`.)
+    let mut rest = requests.iter();
+    let mut pending = FuturesOrdered::new();
+    for request in rest.by_ref().take(GROUPS_AT_ONCE) {
+        pending.push_back(compute_group(state, loaded, request, context));
+    }
+    let mut done = Vec::with_capacity(requests.len());
+    while let Some(group) = pending.next().await {
+        done.push(group?);
+        if let Some(request) = rest.next() {
+            pending.push_back(compute_group(state, loaded, request, context));
+        }
+    }
     if let Some((_, t)) = done.first() {
         *timing = *t;
     }
     Ok(done.into_iter().map(|(c, _)| c).collect())
+}
+
+/// One row group's request, computed with a timing of its own, under the
+/// request's start, budget and trace.
+async fn compute_group(
+    state: &AppState,
+    loaded: &Loaded,
+    request: &FeatureRequest,
+    (started, budget, trace): (Instant, Duration, Option<&RequestTrace>),
+) -> Result<((Prepared, Outputs), Timing), ApiError> {
+    let request = Request {
+        request,
+        keys: KeyPolicy::Strict,
+        started,
+        budget,
+        trace,
+    };
+    let mut timing = Timing::default();
+    let computed = compute(state, loaded, request, &mut timing).await?;
+    Ok((computed, timing))
 }
 
 /// The keys all groups served.

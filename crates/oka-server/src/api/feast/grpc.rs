@@ -87,7 +87,7 @@ async fn get_online_features(
     let loaded = state.shared.loaded.load_full();
     let (requests, plan) = super::plan(&feast, &loaded.registry, &feast_request(request)?)?;
     let mut timing = Timing::default();
-    let groups = compute_groups(state, &loaded, requests, call, &mut timing).await?;
+    let groups = compute_groups(state, &loaded, &requests, call, &mut timing).await?;
     let answer = response(&groups, &plan)?;
     let done = Instant::now();
     // The answer's encoding: from the end of the UDFs (the first group's).

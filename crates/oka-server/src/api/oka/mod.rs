@@ -51,7 +51,7 @@ pub async fn features(
 ) -> Result<(Vec<u8>, Timing), ApiError> {
     let request = parse_request(body)?;
     let shape = (TimeFormat::Rfc3339, &*state.server_id);
-    answer(state, request, KeyPolicy::Strict, shape, call).await
+    answer(state, &request, KeyPolicy::Strict, shape, call).await
 }
 
 /// Computes `request` (parsed by its API, its bad keys taken as `keys` says)
@@ -59,7 +59,7 @@ pub async fn features(
 /// timestamps and server id): timestamps as `times`, `server_id` verbatim.
 pub(crate) async fn answer(
     state: &AppState,
-    request: FeatureRequest,
+    request: &FeatureRequest,
     keys: KeyPolicy,
     (times, server_id): (TimeFormat, &str),
     call: Call<'_>,
@@ -68,7 +68,7 @@ pub(crate) async fn answer(
     // One spec version serves the whole request, even if a reload lands
     // meanwhile (a guard, not a clone: the clone's count is one every core writes).
     let loaded = shared.loaded.load();
-    let budget = serve::time_budget(&request, call.deadline, shared.limits.default_deadline)?;
+    let budget = serve::time_budget(request, call.deadline, shared.limits.default_deadline)?;
     let mut timing = Timing::default();
     let request = serve::Request {
         request,

@@ -71,7 +71,7 @@ async fn features(
         return Ok((body.into_bytes(), Timing::default()));
     }
     let shape = (TimeFormat::NaiveUtc, &*state.volga_server_id);
-    answer(state, request, KeyPolicy::NullForBadKeys, shape, call).await
+    answer(state, &request, KeyPolicy::NullForBadKeys, shape, call).await
 }
 
 /// The error form of a request on Volga's routes: plain text unless its
@@ -143,7 +143,7 @@ pub(crate) async fn get_volga(
     uri: Uri,
 ) -> Response {
     let limit = state.shared.limits.max_body_bytes;
-    let body = async {
+    let body = async || {
         let raw = uri
             .path()
             .strip_prefix("/on_demand_compute/")
