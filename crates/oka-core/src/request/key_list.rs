@@ -268,14 +268,35 @@ impl<'de> Deserialize<'de> for KeyList {
                 f.write_str("a list of key objects")
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<KeyList, A::Error> {
+                // JSON does not say how long a list is: the room is this
+                // thread's last list's length (a model server sends batches
+                // of about one size), so a list of 100 keys is not grown six
+                // times as it parses.
+                // (A short list takes the vectors' own first room, four.)
+                let hint = seq.size_hint().unwrap_or_else(|| LAST_LEN.get());
                 let mut list = KeyList::new();
+                if hint > 4 {
+                    list.fields.reserve(hint.min(MAX_LEN_HINT));
+                    list.ends.reserve(hint.min(MAX_LEN_HINT));
+                }
                 while seq.next_element_seed(Object(&mut list))?.is_some() {}
+                LAST_LEN.set(list.len());
                 Ok(list)
             }
         }
         d.deserialize_seq(List)
     }
 }
+
+thread_local! {
+    /// The length of the last key list this thread parsed: the room the next
+    /// one starts with.
+    static LAST_LEN: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The most room a key list starts with from [`LAST_LEN`] (one hostile list
+/// must not make every later one start large).
+const MAX_LEN_HINT: usize = 1024;
 
 /// A key object's field as sent: a string or an integer (the types key fields
 /// have), parsed without a JSON tree; any other JSON value is kept whole, for the
@@ -365,6 +386,35 @@ mod tests {
 
     fn key_list(json: &str) -> KeyList {
         serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_list_starts_with_the_last_ones_room_at_most_a_bound() {
+        let list_of = |n: usize| {
+            let keys: Vec<String> = (0..n).map(|i| format!(r#"{{"id":"k{i}"}}"#)).collect();
+            key_list(&format!("[{}]", keys.join(",")))
+        };
+        let big = list_of(5_000);
+        assert_eq!(big.len(), 5_000);
+        // The next list starts with room for at most MAX_LEN_HINT keys, and is
+        // its own keys only.
+        let next = list_of(3);
+        assert!(
+            next.fields.capacity() <= MAX_LEN_HINT,
+            "{}",
+            next.fields.capacity()
+        );
+        assert_eq!(next.len(), 3);
+        let ids: Vec<_> = next.iter().map(|k| k.get("id").cloned()).collect();
+        assert_eq!(
+            ids,
+            ["k0", "k1", "k2"].map(|s| Some(KeyValue::String(s.into())))
+        );
+        // A list the length of the last starts with room for all of it.
+        let again = list_of(100);
+        let room = list_of(100);
+        assert_eq!(again, room);
+        assert!(room.fields.capacity() >= 100);
     }
 
     #[test]
