@@ -244,9 +244,6 @@ impl GroupOutput {
     }
 }
 
-/// A key's inputs to a step, gathered for its call.
-type Inputs = Vec<Input>;
-
 /// A slot's records per key and whether an empty list means missing (`latest`).
 type Slot<'f> = (&'f KeyedRows, bool);
 
@@ -258,7 +255,7 @@ fn gather_inputs(
     slots: &[Slot<'_>],
     step_out: &[Vec<Outcome>],
     k: usize,
-    inputs: &mut Inputs,
+    inputs: &mut Vec<Input>,
 ) -> Result<(), Outcome> {
     inputs.clear();
     for (i, src) in step.inputs.iter().enumerate() {

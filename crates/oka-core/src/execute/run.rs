@@ -15,7 +15,7 @@ use crate::udf::{Input, UdfCall};
 use crate::value::Timestamp;
 
 use super::{
-    DEADLINE_CHECK_EVERY, ExecuteError, Fetched, GroupOutput, Inputs, Outcome, Outputs, Rows, Slot,
+    DEADLINE_CHECK_EVERY, ExecuteError, Fetched, GroupOutput, Outcome, Outputs, Rows, Slot,
     StepReport, gather_inputs, invoke, slot_outcomes,
 };
 
@@ -285,7 +285,7 @@ impl<'a> GroupRun<'a> {
         } else {
             n * step.inputs.len()
         });
-        let mut inputs = Inputs::new();
+        let mut inputs = Vec::new();
         for k in 0..n {
             if let Err(blocked) = gather_inputs(
                 step,
@@ -346,7 +346,7 @@ impl<'a> GroupRun<'a> {
         let started = Instant::now();
         let mut errors = 0;
         let mut outcomes = Vec::with_capacity(n);
-        let mut inputs = Inputs::new();
+        let mut inputs: Vec<Input> = Vec::new();
         for k in 0..n {
             if k % DEADLINE_CHECK_EVERY == 0 && ctx.deadline.is_some_and(|d| Instant::now() >= d) {
                 return Err(ExecuteError::Expired);

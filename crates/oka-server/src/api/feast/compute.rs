@@ -16,7 +16,6 @@ use oka_feast::FeastRegistry;
 use oka_telemetry::trace::RequestTrace;
 
 use crate::error::ApiError;
-
 use crate::serve::{Call, Request, Timing, compute, computed, time_budget};
 use crate::state::{AppState, Loaded};
 
