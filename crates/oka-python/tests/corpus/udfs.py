@@ -1535,3 +1535,13 @@ def counts_in_a_loop(r, x, n, word):
         if c == "a":
             total += 1
     return {"v": total}
+
+
+#: bool one compiled
+def finds_a_letter_lazily(r, x, n, word):
+    return {"v": any(c == "n" for c in r["t"])}
+
+
+#: int one compiled
+def counts_characters_of_a_key(r, x, n, word):
+    return {"v": sum(1 for c in r["s"] + r["t"] if c != "b")}

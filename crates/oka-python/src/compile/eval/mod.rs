@@ -228,11 +228,10 @@ fn block<'a>(stmts: &'a [Stmt], f: &mut Frame<'a, '_>) -> R<Option<V<'a>>> {
                 }
             }
             Stmt::For(slot, iter, body) => {
-                let items = iterable(eval(iter, f)?)?;
-                let n = items.len()?;
-                for i in 0..n {
+                let mut items = Walk::of(eval(iter, f)?)?;
+                while let Some(v) = items.next()? {
                     f.step()?;
-                    f.slots[*slot] = Some(item(&items, i)?);
+                    f.slots[*slot] = Some(v);
                     if let Some(v) = block(body, f)? {
                         return Ok(Some(v));
                     }
@@ -248,17 +247,51 @@ fn block<'a>(stmts: &'a [Stmt], f: &mut Frame<'a, '_>) -> R<Option<V<'a>>> {
     Ok(None)
 }
 
-/// A value to iterate over: a string as the list of its characters (once,
-/// not a walk to each; none past [`MAX_BUILT`] bytes), anything else as it is.
-fn iterable(v: V<'_>) -> R<V<'_>> {
-    match v {
-        V::Str(s) if s.len() > MAX_BUILT => Err(Py),
-        V::Str(s) => Ok(V::List(Rc::new(
-            s.chars()
-                .map(|c| V::Str(Text::Owned(c.to_string())))
-                .collect(),
-        ))),
-        v => Ok(v),
+/// The elements of a value being iterated, one at a time: a sequence's by
+/// index, a string's characters as they are reached (no list of them built,
+/// however long the string: the loop's steps are what is bounded).
+enum Walk<'a> {
+    Seq {
+        items: V<'a>,
+        next: usize,
+        len: usize,
+    },
+    Chars {
+        text: Text<'a>,
+        at: usize,
+    },
+}
+
+impl<'a> Walk<'a> {
+    fn of(v: V<'a>) -> R<Self> {
+        Ok(match v {
+            V::Str(text) => Walk::Chars { text, at: 0 },
+            items => Walk::Seq {
+                len: items.len()?,
+                items,
+                next: 0,
+            },
+        })
+    }
+
+    /// The next element, or `None` past the last.
+    fn next(&mut self) -> R<Option<V<'a>>> {
+        match self {
+            Walk::Seq { items, next, len } => {
+                if *next >= *len {
+                    return Ok(None);
+                }
+                *next += 1;
+                item(items, *next - 1).map(Some)
+            }
+            Walk::Chars { text, at } => {
+                let Some(c) = text.get(*at..).and_then(|rest| rest.chars().next()) else {
+                    return Ok(None);
+                };
+                *at += c.len_utf8();
+                Ok(Some(V::Str(Text::Owned(c.to_string()))))
+            }
+        }
     }
 }
 
@@ -422,11 +455,10 @@ fn comprehend<'a>(
     f: &mut Frame<'a, '_>,
     each: &mut dyn FnMut(V<'a>) -> R<bool>,
 ) -> R<()> {
-    let items = iterable(eval(&c.iter, f)?)?;
-    let n = items.len()?;
-    'items: for i in 0..n {
+    let mut items = Walk::of(eval(&c.iter, f)?)?;
+    'items: while let Some(v) = items.next()? {
         f.step()?;
-        f.slots[c.slot] = Some(item(&items, i)?);
+        f.slots[c.slot] = Some(v);
         for cond in &c.conds {
             if !eval(cond, f)?.truthy()? {
                 continue 'items;
@@ -452,11 +484,10 @@ pub(super) fn iterate<'a>(
     {
         return comprehend(c, f, each);
     }
-    let items = iterable(eval(e, f)?)?;
-    let n = items.len()?;
-    for i in 0..n {
+    let mut items = Walk::of(eval(e, f)?)?;
+    while let Some(v) = items.next()? {
         f.step()?;
-        if !each(item(&items, i)?)? {
+        if !each(v)? {
             break;
         }
     }
