@@ -14,8 +14,10 @@ use oka_core::{Entity, Row, Timestamp, Value};
 
 mod builtins;
 mod record;
+mod walk;
 
 use record::record;
+use walk::Walk;
 
 use super::ir::{BinOp, Body, CmpOp, Comp, Expr, Lit, Stmt};
 use super::num;
@@ -245,54 +247,6 @@ fn block<'a>(stmts: &'a [Stmt], f: &mut Frame<'a, '_>) -> R<Option<V<'a>>> {
         }
     }
     Ok(None)
-}
-
-/// The elements of a value being iterated, one at a time: a sequence's by
-/// index, a string's characters as they are reached (no list of them built,
-/// however long the string: the loop's steps are what is bounded).
-enum Walk<'a> {
-    Seq {
-        items: V<'a>,
-        next: usize,
-        len: usize,
-    },
-    Chars {
-        text: Text<'a>,
-        at: usize,
-    },
-}
-
-impl<'a> Walk<'a> {
-    fn of(v: V<'a>) -> R<Self> {
-        Ok(match v {
-            V::Str(text) => Walk::Chars { text, at: 0 },
-            items => Walk::Seq {
-                len: items.len()?,
-                items,
-                next: 0,
-            },
-        })
-    }
-
-    /// The next element, or `None` past the last.
-    fn next(&mut self) -> R<Option<V<'a>>> {
-        match self {
-            Walk::Seq { items, next, len } => {
-                if *next >= *len {
-                    return Ok(None);
-                }
-                *next += 1;
-                item(items, *next - 1).map(Some)
-            }
-            Walk::Chars { text, at } => {
-                let Some(c) = text.get(*at..).and_then(|rest| rest.chars().next()) else {
-                    return Ok(None);
-                };
-                *at += c.len_utf8();
-                Ok(Some(V::Str(Text::Owned(c.to_string()))))
-            }
-        }
-    }
 }
 
 /// Element `i` of a sequence (`0 <= i < len`).
