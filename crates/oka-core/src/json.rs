@@ -1,11 +1,15 @@
 //! Strict JSON bodies: an object with a fixed set of top-level fields, where an
 //! unknown field is told apart from any other shape error by a typed check, not by
-//! the wording of serde's message.
+//! the wording of serde's message; and the [`template`]s a body's parse is
+//! kept by, so a body that differs from an earlier one only in its keys
+//! parses only its keys.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde::de::IgnoredAny;
+
+pub mod template;
 
 /// Why a strict JSON body did not parse.
 #[derive(Debug, thiserror::Error)]

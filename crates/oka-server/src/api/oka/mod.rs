@@ -2,6 +2,7 @@
 //! strictly, its answer with RFC 3339 timestamps and the `"<host>/<worker>"`
 //! server id), `GET /v1/features` (the registry) and `POST /v1/ingest`.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use axum::Router;
@@ -12,6 +13,7 @@ use axum::response::Response;
 use axum::routing::post;
 use bytes::Bytes;
 use oka_core::json::BodyError;
+use oka_core::json::template::{self, Templates};
 use oka_core::value::TimeFormat;
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy, encode};
 
@@ -32,8 +34,27 @@ pub(crate) fn routes() -> Router<AppState> {
         .route("/v1/ingest", post(post_ingest))
 }
 
-/// Parses a feature request body: strictly (an unknown field is refused).
+thread_local! {
+    /// The request bodies this worker has parsed, kept around their key lists.
+    static KEPT: RefCell<Templates<FeatureRequest>> = const { RefCell::new(Templates::new()) };
+}
+
+/// Parses a feature request body: strictly (an unknown field is refused). A
+/// body equal to a kept one but for its `keys` parses only its keys
+/// ([`oka_core::json::template`]).
 pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
+    if let Some(request) = KEPT.with_borrow(|kept| from_kept(kept, body)) {
+        return Ok(request);
+    }
+    let request = parse_whole(body)?;
+    if request.keys.is_some() {
+        keep(body, &request);
+    }
+    Ok(request)
+}
+
+/// Parses a feature request body, all of it.
+fn parse_whole(body: &[u8]) -> Result<FeatureRequest, ApiError> {
     oka_core::json::from_slice_strict(body, FeatureRequest::FIELDS).map_err(|e| {
         let code = match e {
             BodyError::UnknownField { .. } => ErrorCode::UnknownField,
@@ -41,6 +62,38 @@ pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
         };
         ApiError::new(code, format!("invalid request body: {e}"))
     })
+}
+
+/// `body` as the kept request whose bytes surround its key list, that list
+/// parsed in place of the kept one's; `None` (parse it whole) when no kept
+/// body fits or the list is not one JSON key list.
+fn from_kept(kept: &Templates<FeatureRequest>, body: &[u8]) -> Option<FeatureRequest> {
+    let (parsed, keys) = kept.find(body)?;
+    let keys = oka_core::json::from_slice(keys).ok()?;
+    Some(FeatureRequest {
+        keys: Some(keys),
+        ..parsed.clone()
+    })
+}
+
+/// Keeps `request`'s parse, but for its key list, for the bodies equal to
+/// `body` outside that list.
+fn keep(body: &[u8], request: &FeatureRequest) {
+    let Some(keys) = std::str::from_utf8(body)
+        .ok()
+        .and_then(|text| template::locate(text, "keys"))
+    else {
+        return;
+    };
+    let parsed = FeatureRequest {
+        target_features: request.target_features.clone(),
+        keys: None,
+        feature_keys: request.feature_keys.clone(),
+        query_args: request.query_args.clone(),
+        udf_args: request.udf_args.clone(),
+        deadline_ms: request.deadline_ms,
+    };
+    KEPT.with_borrow_mut(|kept| kept.keep(body, keys, parsed));
 }
 
 /// Serves one `POST /v1/features` body: parse, [`serve::compute`], encode.
@@ -170,4 +223,64 @@ pub(crate) async fn post_ingest(
         Ok(guard::json_response(summary))
     })
     .await
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A request as parsed, or its error's code and message, for comparing.
+    fn outcome(parsed: Result<FeatureRequest, ApiError>) -> String {
+        match parsed {
+            Ok(request) => format!("{request:?}"),
+            Err(e) => format!("{:?}: {}", e.code, e.message),
+        }
+    }
+
+    /// A body parsed through a kept template reads exactly as it does parsed
+    /// whole: the same request, or the same error.
+    #[test]
+    fn a_kept_body_parses_as_a_whole_one() {
+        let kept = r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-1"}],"udf_args":{"simple_feature":{"multiplier":2.0}}}"#;
+        let around = |keys: &str| {
+            format!(
+                r#"{{"target_features":["simple_feature"],"keys":{keys},"udf_args":{{"simple_feature":{{"multiplier":2.0}}}}}}"#
+            )
+        };
+        let mut bodies: Vec<String> = [
+            r#"[{"id":"test-id-2"},{"id":"test-id-3"}]"#,
+            r#"  [ {"id" : "t\u00e9st"} ]  "#,
+            "[]",
+            "null",
+            "",
+            "7",
+            r#"[{"id":"a"}],"keys":[{"id":"b"}]"#,
+            r#"[{"id":"a"}],"deadline_ms":5"#,
+            r#"[{"id":"a"}],"nope":1"#,
+            r#"[{"id":"a"}]]"#,
+            r#"[{"id":"a"}"#,
+            "[{\"id\":\"\u{0}\"}]",
+        ]
+        .iter()
+        .map(|keys| around(keys))
+        .collect();
+        // Not the kept body outside the keys: parsed whole.
+        bodies.push(kept.replace("2.0", "3.0"));
+        bodies.push(format!("{kept} "));
+        bodies.push(kept.replace("simple_feature\"]", "simple_feature\",\"x\"]"));
+        let whole = |body: &str| outcome(parse_whole(body.as_bytes()));
+        assert_eq!(outcome(parse_request(kept.as_bytes())), whole(kept));
+        for body in &bodies {
+            assert!(
+                KEPT.with_borrow(|k| k.find(kept.as_bytes()).is_some()),
+                "the first body is kept"
+            );
+            assert_eq!(
+                outcome(parse_request(body.as_bytes())),
+                whole(body),
+                "{body}"
+            );
+        }
+    }
 }

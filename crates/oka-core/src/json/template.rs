@@ -1,0 +1,191 @@
+//! Bodies kept as templates around one field's value: a model server sends the
+//! same body with each request but for its keys, so what the rest of it parses
+//! to is kept, and only the keys are parsed again.
+//!
+//! A [`Template`] is a body's bytes before and after one top-level field's
+//! value, with what that body parsed to. A later body that starts with the
+//! bytes before, ends with the bytes after, and has one JSON value between them
+//! parses as the kept body with that value in its place: the parser reaches
+//! the value in the state the kept body left it in (expecting a value), and a
+//! complete value leaves it where the kept one did, so every other field (and
+//! every check of unknown and repeated fields) reads as it did. Only equal
+//! bytes are compared; all parsing is serde_json's.
+
+use std::ops::Range;
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::Text;
+
+/// The templates one thread keeps, with what their bodies parsed to.
+#[derive(Debug)]
+pub struct Templates<T> {
+    kept: Vec<Template<T>>,
+}
+
+#[derive(Debug)]
+struct Template<T> {
+    before: Box<[u8]>,
+    after: Box<[u8]>,
+    parsed: T,
+}
+
+impl<T> Templates<T> {
+    /// Templates kept at most; a new one when full drops them all (a client
+    /// sending a new body shape with each request pays for its own parse and
+    /// holds no more memory).
+    pub const KEPT: usize = 16;
+    /// A body with more bytes than this outside its field's value is not kept.
+    pub const KEPT_BYTES: usize = 4096;
+
+    /// None kept.
+    pub const fn new() -> Self {
+        Self { kept: Vec::new() }
+    }
+
+    /// What a kept body parsed to, when `body` is that body with another value
+    /// in its field's place, and `body`'s value (its bytes, not yet parsed:
+    /// the caller parses it, and parses the whole body if it is not one
+    /// JSON value).
+    pub fn find<'b>(&self, body: &'b [u8]) -> Option<(&T, &'b [u8])> {
+        self.kept.iter().find_map(|t| {
+            let end = body.len().checked_sub(t.after.len())?;
+            let value = body.get(t.before.len()..end)?;
+            let fits = body.starts_with(&t.before) && body.ends_with(&t.after);
+            fits.then_some((&t.parsed, value))
+        })
+    }
+
+    /// Keeps `parsed`, what `body` parsed to, for bodies equal to it outside
+    /// `value` (the field's value's bytes: [`locate`]).
+    pub fn keep(&mut self, body: &[u8], value: Range<usize>, parsed: T) {
+        let (Some(before), Some(after)) = (body.get(..value.start), body.get(value.end..)) else {
+            return;
+        };
+        if before.len() + after.len() > Self::KEPT_BYTES {
+            return;
+        }
+        if self.kept.len() >= Self::KEPT {
+            self.kept.clear();
+        }
+        self.kept.push(Template {
+            before: before.into(),
+            after: after.into(),
+            parsed,
+        });
+    }
+}
+
+impl<T> Default for Templates<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Where the value of the top-level field `field` is in `body`, a JSON object
+/// (its bytes, without the whitespace around it); `None` when `body` is not an
+/// object or has no such field. Each other value is skipped, not built.
+pub fn locate(body: &str, field: &str) -> Option<Range<usize>> {
+    let mut de = serde_json::Deserializer::from_str(body);
+    let found = Locate { field }.deserialize(&mut de).ok()??;
+    let start = found
+        .get()
+        .as_ptr()
+        .addr()
+        .checked_sub(body.as_ptr().addr())?;
+    Some(start..start + found.get().len())
+}
+
+/// Finds one field's value in an object, as the body's own bytes.
+struct Locate<'f> {
+    field: &'f str,
+}
+
+impl<'de> DeserializeSeed<'de> for Locate<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Locate<'_> {
+    type Value = Option<&'de RawValue>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<Text<'de>>()? {
+            if found.is_none() && *key == *self.field {
+                found = Some(map.next_value::<&'de RawValue>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_is_located_as_its_own_bytes() {
+        let body = r#" {"a": [1, {"keys": 2}], "keys" :  [{"id": "x"}] , "z\u0021": null} "#;
+        let at = locate(body, "keys").unwrap();
+        assert_eq!(&body[at], r#"[{"id": "x"}]"#);
+        assert_eq!(locate(body, "b"), None);
+        assert_eq!(locate("[1, 2]", "keys"), None);
+        assert_eq!(locate(r#"{"keys": "#, "keys"), None);
+        let escaped = r#"{"k\u0065ys": 7}"#;
+        assert_eq!(&escaped[locate(escaped, "keys").unwrap()], "7");
+    }
+
+    #[test]
+    fn a_body_fits_a_template_only_with_the_same_bytes_around_its_value() {
+        let mut kept = Templates::new();
+        let body = r#"{"t": ["f"], "keys": [1, 2], "u": {}}"#;
+        kept.keep(body.as_bytes(), locate(body, "keys").unwrap(), "parsed");
+        fn find<'b>(kept: &Templates<&'static str>, b: &'b str) -> Option<(&'static str, &'b str)> {
+            let (parsed, value) = kept.find(b.as_bytes())?;
+            Some((*parsed, std::str::from_utf8(value).unwrap()))
+        }
+        let find = |b| find(&kept, b);
+        assert_eq!(
+            find(r#"{"t": ["f"], "keys": [3], "u": {}}"#),
+            Some(("parsed", "[3]"))
+        );
+        assert_eq!(
+            find(r#"{"t": ["f"], "keys": , "u": {}}"#),
+            Some(("parsed", ""))
+        );
+        assert_eq!(find(r#"{"t": ["g"], "keys": [3], "u": {}}"#), None);
+        assert_eq!(find(r#"{"t": ["f"], "keys": [3], "u": {} }"#), None);
+        // Shorter than the bytes around the value: no middle to take.
+        assert_eq!(find(r#"{"t": ["f"], "keys": , "u": {}"#), None);
+        assert_eq!(find(""), None);
+    }
+
+    #[test]
+    fn templates_are_bounded_in_count_and_bytes() {
+        let mut kept = Templates::new();
+        for i in 0..Templates::<usize>::KEPT {
+            let body = format!(r#"{{"n": {i}, "keys": []}}"#);
+            kept.keep(body.as_bytes(), locate(&body, "keys").unwrap(), i);
+        }
+        assert_eq!(kept.kept.len(), Templates::<usize>::KEPT);
+        let body = r#"{"n": "new", "keys": []}"#;
+        kept.keep(body.as_bytes(), locate(body, "keys").unwrap(), 99);
+        assert_eq!(kept.kept.len(), 1, "a full set is dropped, not grown");
+        let long = format!(r#"{{"n": "{}", "keys": []}}"#, "x".repeat(5000));
+        kept.keep(long.as_bytes(), locate(&long, "keys").unwrap(), 100);
+        assert_eq!(kept.kept.len(), 1, "a long body is not kept");
+        assert!(kept.find(long.as_bytes()).is_none());
+    }
+}
