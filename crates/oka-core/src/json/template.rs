@@ -83,47 +83,46 @@ impl<T> Default for Templates<T> {
     }
 }
 
-/// Where the value of the top-level field `field` is in `body`, a JSON object
-/// (its bytes, without the whitespace around it); `None` when `body` is not an
-/// object or has no such field. Each other value is skipped, not built.
-pub fn locate(body: &str, field: &str) -> Option<Range<usize>> {
+/// Where the values of the top-level fields `fields` are in `body`, a JSON
+/// object (their bytes, without the whitespace around them; `None` for a field
+/// it does not have); `None` when `body` is not an object. Each other value is
+/// skipped, not built.
+pub fn locate<const N: usize>(body: &str, fields: [&str; N]) -> Option<[Option<Range<usize>>; N]> {
     let mut de = serde_json::Deserializer::from_str(body);
-    let found = Locate { field }.deserialize(&mut de).ok()??;
-    let start = found
-        .get()
-        .as_ptr()
-        .addr()
-        .checked_sub(body.as_ptr().addr())?;
-    Some(start..start + found.get().len())
+    let found = Locate { fields }.deserialize(&mut de).ok()?;
+    let base = body.as_ptr().addr();
+    Some(found.map(|raw| {
+        let start = raw?.get().as_ptr().addr().checked_sub(base)?;
+        Some(start..start + raw?.get().len())
+    }))
 }
 
-/// Finds one field's value in an object, as the body's own bytes.
-struct Locate<'f> {
-    field: &'f str,
+/// Finds fields' values in an object, as the body's own bytes.
+struct Locate<'f, const N: usize> {
+    fields: [&'f str; N],
 }
 
-impl<'de> DeserializeSeed<'de> for Locate<'_> {
-    type Value = Option<&'de RawValue>;
+impl<'de, const N: usize> DeserializeSeed<'de> for Locate<'_, N> {
+    type Value = [Option<&'de RawValue>; N];
 
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de> Visitor<'de> for Locate<'_> {
-    type Value = Option<&'de RawValue>;
+impl<'de, const N: usize> Visitor<'de> for Locate<'_, N> {
+    type Value = [Option<&'de RawValue>; N];
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a JSON object")
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
+        let mut found = [None; N];
         while let Some(key) = map.next_key::<Text<'de>>()? {
-            if found.is_none() && *key == *self.field {
-                found = Some(map.next_value::<&'de RawValue>()?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
+            match self.fields.iter().position(|f| **f == *key) {
+                Some(i) if found[i].is_none() => found[i] = Some(map.next_value()?),
+                _ => map.next_value::<IgnoredAny>().map(drop)?,
             }
         }
         Ok(found)
@@ -138,20 +137,27 @@ mod tests {
     #[test]
     fn a_field_is_located_as_its_own_bytes() {
         let body = r#" {"a": [1, {"keys": 2}], "keys" :  [{"id": "x"}] , "z\u0021": null} "#;
-        let at = locate(body, "keys").unwrap();
-        assert_eq!(&body[at], r#"[{"id": "x"}]"#);
-        assert_eq!(locate(body, "b"), None);
-        assert_eq!(locate("[1, 2]", "keys"), None);
-        assert_eq!(locate(r#"{"keys": "#, "keys"), None);
+        let [keys, a, b] = locate(body, ["keys", "a", "b"]).unwrap();
+        assert_eq!(&body[keys.unwrap()], r#"[{"id": "x"}]"#);
+        assert_eq!(&body[a.unwrap()], r#"[1, {"keys": 2}]"#);
+        assert_eq!(b, None);
+        assert_eq!(locate("[1, 2]", ["keys"]), None);
+        assert_eq!(locate(r#"{"keys": "#, ["keys"]), None);
         let escaped = r#"{"k\u0065ys": 7}"#;
-        assert_eq!(&escaped[locate(escaped, "keys").unwrap()], "7");
+        let [at] = locate(escaped, ["keys"]).unwrap();
+        assert_eq!(&escaped[at.unwrap()], "7");
+    }
+
+    fn keys(body: &str) -> Range<usize> {
+        let [keys] = locate(body, ["keys"]).unwrap();
+        keys.unwrap()
     }
 
     #[test]
     fn a_body_fits_a_template_only_with_the_same_bytes_around_its_value() {
         let mut kept = Templates::new();
         let body = r#"{"t": ["f"], "keys": [1, 2], "u": {}}"#;
-        kept.keep(body.as_bytes(), locate(body, "keys").unwrap(), "parsed");
+        kept.keep(body.as_bytes(), keys(body), "parsed");
         fn find<'b>(kept: &Templates<&'static str>, b: &'b str) -> Option<(&'static str, &'b str)> {
             let (parsed, value) = kept.find(b.as_bytes())?;
             Some((*parsed, std::str::from_utf8(value).unwrap()))
@@ -177,14 +183,14 @@ mod tests {
         let mut kept = Templates::new();
         for i in 0..Templates::<usize>::KEPT {
             let body = format!(r#"{{"n": {i}, "keys": []}}"#);
-            kept.keep(body.as_bytes(), locate(&body, "keys").unwrap(), i);
+            kept.keep(body.as_bytes(), keys(&body), i);
         }
         assert_eq!(kept.kept.len(), Templates::<usize>::KEPT);
         let body = r#"{"n": "new", "keys": []}"#;
-        kept.keep(body.as_bytes(), locate(body, "keys").unwrap(), 99);
+        kept.keep(body.as_bytes(), keys(body), 99);
         assert_eq!(kept.kept.len(), 1, "a full set is dropped, not grown");
         let long = format!(r#"{{"n": "{}", "keys": []}}"#, "x".repeat(5000));
-        kept.keep(long.as_bytes(), locate(&long, "keys").unwrap(), 100);
+        kept.keep(long.as_bytes(), keys(&long), 100);
         assert_eq!(kept.kept.len(), 1, "a long body is not kept");
         assert!(kept.find(long.as_bytes()).is_none());
     }

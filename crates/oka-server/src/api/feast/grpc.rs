@@ -108,7 +108,7 @@ fn feast_request(request: GetOnlineFeaturesRequest) -> Result<super::Request<'st
         .chain(request.request_context)
         .collect();
     columns.sort_by(|a, b| a.0.cmp(&b.0));
-    let mut entities = indexmap::IndexMap::with_capacity(columns.len());
+    let mut entities = super::Columns::with_capacity_and_hasher(columns.len(), Default::default());
     for (name, values) in columns {
         let values = values.val.iter().map(json_of).collect();
         entities.insert(name, values);

@@ -9,11 +9,13 @@
 //! in base64, unix timestamps in seconds). What differs from `feast serve` is in
 //! `docs/migrating-from-feast.md`.
 
+use std::cell::RefCell;
 use std::sync::Arc;
 
 use oka_core::encode::answers;
 use oka_core::execute::{Outcome, Outputs};
 use oka_core::json::Text;
+use oka_core::json::template::{self, Templates};
 use oka_core::{ErrorCode, FeatureRequest, Prepared, Registry, Value};
 use oka_feast::registry::{FeastRegistry, FeastType};
 use serde::Deserialize;
@@ -37,7 +39,7 @@ pub use write::{push, write_to_online_store};
 /// its pydantic model ignores them).
 #[derive(Debug, Deserialize)]
 pub(crate) struct Request<'a> {
-    pub(crate) entities: indexmap::IndexMap<String, Vec<Json>>,
+    pub(crate) entities: Columns,
     #[serde(default)]
     pub(crate) feature_service: Option<String>,
     #[serde(default, borrow, deserialize_with = "Features::json")]
@@ -48,12 +50,16 @@ pub(crate) struct Request<'a> {
     pub(crate) include_feature_view_version_metadata: bool,
 }
 
+/// A request's entity columns (and request data), by name: hashed with
+/// foldhash, as the house's other maps.
+pub(crate) type Columns = indexmap::IndexMap<String, Vec<Json>, foldhash::fast::RandomState>;
+
 /// A request's feature references.
 #[derive(Debug)]
 pub(crate) enum Features<'a> {
     /// The JSON body's array as written, parsed only when no shape is kept
     /// for it ([`plan`]): a model server sends the same bytes every time.
-    Json(&'a RawValue),
+    Json(&'a str),
     /// A list of names (gRPC's, or none).
     List(Vec<String>),
 }
@@ -66,7 +72,7 @@ impl Default for Features<'_> {
 
 impl<'a> Features<'a> {
     fn json<'de: 'a, D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        <&'a RawValue>::deserialize(d).map(Self::Json)
+        <&'a RawValue>::deserialize(d).map(|raw| Self::Json(raw.get()))
     }
 
     /// The names, borrowed from the body when they have no escapes; an error
@@ -74,7 +80,7 @@ impl<'a> Features<'a> {
     pub(crate) fn names(&self) -> Result<Vec<Text<'_>>, ApiError> {
         match self {
             Self::List(names) => Ok(names.iter().map(|n| Text(n.as_str().into())).collect()),
-            Self::Json(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+            Self::Json(raw) => serde_json::from_str(raw).map_err(|e| {
                 // The error's line and column are within the array, not the body.
                 let e = e.to_string();
                 let e = e.rsplit_once(" at line ").map_or(e.as_str(), |(e, _)| e);
@@ -196,12 +202,29 @@ fn bad(code: ErrorCode, message: String) -> ApiError {
 }
 
 /// Feast's request as Oka's (one per row group), and the plan of its answer.
+/// A body equal to one this worker kept but for its `entities` parses only
+/// its entities ([`oka_core::json::template`]).
 pub fn parse(
     feast: &Arc<FeastRegistry>,
     registry: &Arc<Registry>,
     body: &[u8],
 ) -> Result<(Vec<FeatureRequest>, Plan), ApiError> {
-    let request: Request<'_> = oka_core::json::from_slice(body).map_err(|e| {
+    plan(feast, registry, &parse_request(body)?)
+}
+
+/// Feast's request body: through a kept template, or parsed whole (and kept).
+fn parse_request(body: &[u8]) -> Result<Request<'_>, ApiError> {
+    if let Some(request) = KEPT.with_borrow(|kept| from_kept(kept, body)) {
+        return Ok(request);
+    }
+    let request = parse_whole(body)?;
+    keep(body, &request);
+    Ok(request)
+}
+
+/// Feast's request body, all of it.
+fn parse_whole(body: &[u8]) -> Result<Request<'_>, ApiError> {
+    oka_core::json::from_slice(body).map_err(|e| {
         let object = body.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
         let why = if object || e.is_syntax() || e.is_eof() {
             e.to_string()
@@ -209,6 +232,142 @@ pub fn parse(
             "the body is not a JSON object (Feast's request: `entities` and `features` or `feature_service`)".to_owned()
         };
         bad(ErrorCode::MalformedRequest, format!("invalid request body: {why}"))
-    })?;
-    plan(feast, registry, &request)
+    })
+}
+
+thread_local! {
+    /// The request bodies this worker has parsed, kept around their entities.
+    static KEPT: RefCell<Templates<Kept>> = const { RefCell::new(Templates::new()) };
+}
+
+/// What a kept body parsed to, but for its entities.
+#[derive(Debug)]
+struct Kept {
+    feature_service: Option<String>,
+    /// Where its `features` are: the same bytes in every body it fits.
+    features: Option<Place>,
+    full_feature_names: bool,
+    include_feature_view_version_metadata: bool,
+}
+
+/// Where a field's bytes are in a body, from its start or from its end (before
+/// or after the bytes a template leaves free).
+#[derive(Debug, Clone, Copy)]
+enum Place {
+    FromStart(usize, usize),
+    FromEnd(usize, usize),
+}
+
+impl Place {
+    fn of(self, body: &[u8]) -> Option<&str> {
+        let bytes = match self {
+            Self::FromStart(start, end) => body.get(start..end),
+            Self::FromEnd(start, end) => {
+                body.get(body.len().checked_sub(start)?..body.len().checked_sub(end)?)
+            }
+        };
+        std::str::from_utf8(bytes?).ok()
+    }
+}
+
+/// `body` as the kept request whose bytes surround its entities, those parsed
+/// in place of the kept ones; `None` (parse it whole) when no kept body fits
+/// or the entities are not one JSON object of columns.
+fn from_kept<'b>(kept: &Templates<Kept>, body: &'b [u8]) -> Option<Request<'b>> {
+    let (kept, entities) = kept.find(body)?;
+    let features = match kept.features {
+        Some(place) => Features::Json(place.of(body)?),
+        None => Features::default(),
+    };
+    Some(Request {
+        entities: oka_core::json::from_slice(entities).ok()?,
+        feature_service: kept.feature_service.clone(),
+        features,
+        full_feature_names: kept.full_feature_names,
+        include_feature_view_version_metadata: kept.include_feature_view_version_metadata,
+    })
+}
+
+/// Keeps `request`'s parse, but for its entities, for the bodies equal to
+/// `body` outside them.
+fn keep(body: &[u8], request: &Request<'_>) {
+    let Some([Some(entities), features]) = std::str::from_utf8(body)
+        .ok()
+        .and_then(|text| template::locate(text, ["entities", "features"]))
+    else {
+        return;
+    };
+    let features = match (features, &request.features) {
+        (Some(at), Features::Json(_)) if at.end <= entities.start => {
+            Some(Place::FromStart(at.start, at.end))
+        }
+        (Some(at), Features::Json(_)) => {
+            Some(Place::FromEnd(body.len() - at.start, body.len() - at.end))
+        }
+        (None, Features::List(names)) if names.is_empty() => None,
+        _ => return,
+    };
+    let parsed = Kept {
+        feature_service: request.feature_service.clone(),
+        features,
+        full_feature_names: request.full_feature_names,
+        include_feature_view_version_metadata: request.include_feature_view_version_metadata,
+    };
+    KEPT.with_borrow_mut(|kept| kept.keep(body, entities, parsed));
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn outcome(parsed: Result<Request<'_>, ApiError>) -> String {
+        match parsed {
+            Ok(request) => format!("{request:?}"),
+            Err(e) => format!("{:?}: {}", e.code, e.message),
+        }
+    }
+
+    /// A body parsed through a kept template reads exactly as it does parsed
+    /// whole: the same request, or the same error; with its features before
+    /// its entities or after them.
+    #[test]
+    fn a_kept_body_parses_as_a_whole_one() {
+        let forms = [
+            r#"{"features":["v:a","v:b"],"entities":ENTITIES,"full_feature_names":true}"#,
+            r#"{"entities":ENTITIES, "features": ["v:a", "v:\u0062"] }"#,
+            r#"{"feature_service":"s","entities":ENTITIES}"#,
+        ];
+        let variants = [
+            r#"{"id":[1,2]}"#,
+            r#"{"id":["x"],"other":[true]}"#,
+            r#" { "id" : [ ] } "#,
+            "{}",
+            "null",
+            "",
+            r#"{"id":[1]},"features":["v:c"]"#,
+            r#"{"id":[1]},"entities":{"id":[2]}"#,
+            r#"{"id":[1]"#,
+            r#"{"id":[1]}}"#,
+        ];
+        for form in forms {
+            let kept = form.replace("ENTITIES", r#"{"id":[0]}"#);
+            assert_eq!(
+                outcome(parse_request(kept.as_bytes())),
+                outcome(parse_whole(kept.as_bytes()))
+            );
+            for variant in variants {
+                let body = form.replace("ENTITIES", variant);
+                assert!(
+                    KEPT.with_borrow(|k| k.find(body.as_bytes()).is_some()),
+                    "{body}"
+                );
+                assert_eq!(
+                    outcome(parse_request(body.as_bytes())),
+                    outcome(parse_whole(body.as_bytes())),
+                    "{body}"
+                );
+            }
+        }
+    }
 }

@@ -151,7 +151,7 @@ impl List {
     /// Whether `features` is this list (in the same form).
     fn is(&self, features: &Features<'_>) -> bool {
         match (self, features) {
-            (Self::Json(kept), Features::Json(raw)) => **kept == *raw.get(),
+            (Self::Json(kept), Features::Json(raw)) => **kept == **raw,
             (Self::Names(kept), Features::List(names)) => kept == names,
             _ => false,
         }
@@ -176,7 +176,7 @@ impl Plans {
         let features = &request.features;
         let full = request.full_feature_names;
         let hash = match features {
-            Features::Json(raw) => self.hasher.hash_one((service, raw.get(), full)),
+            Features::Json(raw) => self.hasher.hash_one((service, *raw, full)),
             Features::List(names) => self.hasher.hash_one((service, names, full)),
         };
         let found = self.kept.iter().find(|k| {
@@ -190,7 +190,7 @@ impl Plans {
         }
         let shape = Arc::new(Shape::new(feast, registry, request)?);
         let (list, bytes) = match features {
-            Features::Json(raw) => (List::Json(raw.get().into()), raw.get().len()),
+            Features::Json(raw) => (List::Json((*raw).into()), raw.len()),
             Features::List(names) => {
                 let bytes = names.iter().map(String::len).sum();
                 (List::Names(names.clone()), bytes)

@@ -79,9 +79,9 @@ fn from_kept(kept: &Templates<FeatureRequest>, body: &[u8]) -> Option<FeatureReq
 /// Keeps `request`'s parse, but for its key list, for the bodies equal to
 /// `body` outside that list.
 fn keep(body: &[u8], request: &FeatureRequest) {
-    let Some(keys) = std::str::from_utf8(body)
+    let Some([Some(keys)]) = std::str::from_utf8(body)
         .ok()
-        .and_then(|text| template::locate(text, "keys"))
+        .and_then(|text| template::locate(text, ["keys"]))
     else {
         return;
     };
