@@ -72,6 +72,14 @@ impl std::ops::Deref for Text<'_> {
     }
 }
 
+/// A map keyed by `Text` is looked up by `&str` (a `Text` hashes and compares
+/// as its string).
+impl std::borrow::Borrow<str> for Text<'_> {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl From<String> for Text<'_> {
     fn from(s: String) -> Self {
         Self(std::borrow::Cow::Owned(s))

@@ -118,6 +118,15 @@ impl KeyList {
         self.ends.is_empty()
     }
 
+    /// Whether no key value is a JSON array or object: the list nests no
+    /// deeper than its objects (a list parsed apart from its body, as a
+    /// [template](crate::json::template)'s is, has one more level of
+    /// serde_json's nesting limit to spend than it had within the body).
+    pub fn is_flat(&self) -> bool {
+        (self.fields.iter())
+            .all(|(_, v)| !matches!(v, KeyValue::Other(Json::Array(_) | Json::Object(_))))
+    }
+
     /// The distinct field names of all key objects, each at its [`NameId`]'s place.
     pub fn names(&self) -> &[CompactString] {
         &self.names

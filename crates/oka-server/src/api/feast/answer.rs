@@ -3,37 +3,29 @@
 //! `metadata.feature_names`.
 
 use std::fmt::Write as _;
+use std::ops::Range;
 
 use oka_core::execute::Outcome;
 use oka_core::value::write_json_str;
 use oka_core::{Row, Timestamp, Value};
 
+use super::plan::Feature;
 use super::{Computed, Out, Plan};
 use crate::error::ApiError;
 
 /// Writes the answer in Feast's shape; an error, writing nothing, when an
 /// on-demand feature failed for a row ([`Plan::checked_outcomes`]).
 pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Result<(), ApiError> {
-    let mut views: Vec<Gathered> = plan
-        .checked_outcomes(computed)?
-        .into_iter()
-        .map(|outcomes| Gathered {
-            outcomes,
-            tail: None,
-        })
-        .collect();
-    // What every column has between its values and its event times (Feast
-    // 0.67 on Redis answers `PRESENT` for every value it looked up, found or
-    // not; a key without the view's record has null values and the epoch).
-    let mut between = Vec::with_capacity(40 + 10 * plan.rows);
-    between.extend_from_slice(b"],\"statuses\":[");
-    for i in 0..plan.rows {
-        if i > 0 {
-            between.push(b',');
-        }
-        between.extend_from_slice(b"\"PRESENT\"");
-    }
-    between.extend_from_slice(b"],\"event_timestamps\":[");
+    let views = plan.checked_outcomes(computed)?;
+    // What is the same in many columns is written once and copied from where
+    // it was written: what every column has between its values and its event
+    // times, and each view's event times (its features' values come from the
+    // same records).
+    let mut same = Same {
+        rows: plan.rows,
+        between: None,
+        tails: vec![None; views.len()],
+    };
     out.extend_from_slice(b"{\"results\":[");
     for (c, column) in plan.columns().enumerate() {
         out.extend_from_slice(if c > 0 {
@@ -42,11 +34,9 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Re
             b"{\"values\":["
         });
         match column {
-            Out::Entity(values, _) => write_entity(values, &between, out),
-            Out::Feature(feature) => match views.get_mut(feature.target) {
-                Some(view) => {
-                    write_feature(view, feature.column, !feature.on_demand, &between, out)
-                }
+            Out::Entity(values, _) => write_entity(values, &mut same, out),
+            Out::Feature(feature) => match views.get(feature.target) {
+                Some(outcomes) => write_feature(outcomes, feature, &mut same, out),
                 // Not reached (every target has its outcomes); the column is
                 // still closed, so the answer stays JSON.
                 None => out.extend_from_slice(b"],\"statuses\":[],\"event_timestamps\":[]}"),
@@ -71,16 +61,47 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Re
 
 const EPOCH: &str = "1970-01-01T00:00:00Z";
 
+/// Where the answer's repeated parts were first written, to be copied from.
+struct Same {
+    rows: usize,
+    between: Option<Range<usize>>,
+    /// Each view's: from its `],"statuses"` to its column's end (all earlier in
+    /// the answer, which only grows).
+    tails: Vec<Option<Range<usize>>>,
+}
+
+impl Same {
+    /// What every column has between its values and its event times (Feast
+    /// 0.67 on Redis answers `PRESENT` for every value it looked up, found or
+    /// not; a key without the view's record has null values and the epoch).
+    fn write_between(&mut self, out: &mut Vec<u8>) {
+        if let Some(at) = self.between.clone() {
+            out.extend_from_within(at);
+            return;
+        }
+        let start = out.len();
+        out.extend_from_slice(b"],\"statuses\":[");
+        for i in 0..self.rows {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"\"PRESENT\"");
+        }
+        out.extend_from_slice(b"],\"event_timestamps\":[");
+        self.between = Some(start..out.len());
+    }
+}
+
 /// An entity column after its `{"values":[`: the values as given, each
 /// present, at the epoch.
-fn write_entity(values: &[Value], between: &[u8], out: &mut Vec<u8>) {
+fn write_entity(values: &[Value], same: &mut Same, out: &mut Vec<u8>) {
     for (i, v) in values.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
         write_value(v, out);
     }
-    out.extend_from_slice(between);
+    same.write_between(out);
     for i in 0..values.len() {
         if i > 0 {
             out.push(b',');
@@ -90,23 +111,13 @@ fn write_entity(values: &[Value], between: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(b"]}");
 }
 
-/// A view's outcomes for each row of the request, and what its features'
-/// columns have after their values once written: the statuses, the
-/// `event_timestamps` and the column's end (the same for each of its features:
-/// their values come from the same records).
-struct Gathered<'o> {
-    outcomes: Vec<Option<&'o Outcome>>,
-    tail: Option<Vec<u8>>,
-}
-
-/// A feature's column after its `{"values":[`; `timed`: each value's event
-/// time is its record's (an on-demand view's values have none: Feast answers
-/// the epoch).
+/// A feature's column after its `{"values":[`, from its view's outcomes for
+/// each row; each value's event time is its record's (an on-demand view's
+/// values have none: Feast answers the epoch).
 fn write_feature(
-    view: &mut Gathered<'_>,
-    at: Option<usize>,
-    timed: bool,
-    between: &[u8],
+    outcomes: &[Option<&Outcome>],
+    feature: &Feature,
+    same: &mut Same,
     out: &mut Vec<u8>,
 ) {
     fn record<'o>(o: &Option<&'o Outcome>) -> Option<&'o Row> {
@@ -115,32 +126,34 @@ fn write_feature(
             _ => None,
         }
     }
-    let outcomes = &view.outcomes;
     for (i, o) in outcomes.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
-        match (record(o), at) {
+        match (record(o), feature.column) {
             (Some(row), Some(at)) => write_value(row.columns.get(at).unwrap_or(&Value::Null), out),
             _ => out.extend_from_slice(b"null"),
         }
     }
-    let tail = view.tail.get_or_insert_with(|| {
-        let mut times = Vec::with_capacity(between.len() + outcomes.len() * 30 + 2);
-        times.extend_from_slice(between);
-        for (i, o) in outcomes.iter().enumerate() {
-            if i > 0 {
-                times.push(b',');
-            }
-            match record(o).filter(|_| timed) {
-                Some(row) => write_feast_time(row.event_time, &mut times),
-                None => write_json_str(&mut times, EPOCH),
-            }
+    if let Some(at) = same.tails.get(feature.target).cloned().flatten() {
+        out.extend_from_within(at);
+        return;
+    }
+    let start = out.len();
+    same.write_between(out);
+    for (i, o) in outcomes.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
         }
-        times.extend_from_slice(b"]}");
-        times
-    });
-    out.extend_from_slice(tail);
+        match record(o).filter(|_| !feature.on_demand) {
+            Some(row) => write_feast_time(row.event_time, out),
+            None => write_json_str(out, EPOCH),
+        }
+    }
+    out.extend_from_slice(b"]}");
+    if let Some(tail) = same.tails.get_mut(feature.target) {
+        *tail = Some(start..out.len());
+    }
 }
 
 /// A value as Feast's JSON writes it: unix timestamps as whole seconds,

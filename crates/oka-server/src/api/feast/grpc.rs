@@ -111,7 +111,7 @@ fn feast_request(request: GetOnlineFeaturesRequest) -> Result<super::Request<'st
     let mut entities = super::Columns::with_capacity_and_hasher(columns.len(), Default::default());
     for (name, values) in columns {
         let values = values.val.iter().map(json_of).collect();
-        entities.insert(name, values);
+        entities.insert(oka_core::json::Text::from(name), values);
     }
     let (feature_service, features) = match request.kind {
         Some(Kind::FeatureService(s)) => (Some(s), Vec::new()),

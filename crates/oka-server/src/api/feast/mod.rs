@@ -39,7 +39,8 @@ pub use write::{push, write_to_online_store};
 /// its pydantic model ignores them).
 #[derive(Debug, Deserialize)]
 pub(crate) struct Request<'a> {
-    pub(crate) entities: Columns,
+    #[serde(borrow)]
+    pub(crate) entities: Columns<'a>,
     #[serde(default)]
     pub(crate) feature_service: Option<String>,
     #[serde(default, borrow, deserialize_with = "Features::json")]
@@ -50,9 +51,9 @@ pub(crate) struct Request<'a> {
     pub(crate) include_feature_view_version_metadata: bool,
 }
 
-/// A request's entity columns (and request data), by name: hashed with
-/// foldhash, as the house's other maps.
-pub(crate) type Columns = indexmap::IndexMap<String, Vec<Json>, foldhash::fast::RandomState>;
+/// A request's entity columns (and request data), by name (borrowed from the
+/// body when it has no escapes): hashed with foldhash, as the house's other maps.
+pub(crate) type Columns<'a> = indexmap::IndexMap<Text<'a>, Vec<Json>, foldhash::fast::RandomState>;
 
 /// A request's feature references.
 #[derive(Debug)]
@@ -60,6 +61,9 @@ pub(crate) enum Features<'a> {
     /// The JSON body's array as written, parsed only when no shape is kept
     /// for it ([`plan`]): a model server sends the same bytes every time.
     Json(&'a str),
+    /// The same array, from the body kept as the template this body fits
+    /// (the same bytes: [`from_kept`]).
+    Kept(Arc<str>),
     /// A list of names (gRPC's, or none).
     List(Vec<String>),
 }
@@ -75,12 +79,21 @@ impl<'a> Features<'a> {
         <&'a RawValue>::deserialize(d).map(|raw| Self::Json(raw.get()))
     }
 
+    /// The array as the body wrote it (`None`: a list of names).
+    pub(crate) fn array(&self) -> Option<&str> {
+        match self {
+            Self::Json(raw) => Some(raw),
+            Self::Kept(raw) => Some(raw),
+            Self::List(_) => None,
+        }
+    }
+
     /// The names, borrowed from the body when they have no escapes; an error
     /// when the JSON is not an array of strings.
     pub(crate) fn names(&self) -> Result<Vec<Text<'_>>, ApiError> {
-        match self {
-            Self::List(names) => Ok(names.iter().map(|n| Text(n.as_str().into())).collect()),
-            Self::Json(raw) => serde_json::from_str(raw).map_err(|e| {
+        match (self, self.array()) {
+            (Self::List(names), _) => Ok(names.iter().map(|n| Text(n.as_str().into())).collect()),
+            (_, raw) => serde_json::from_str(raw.unwrap_or_default()).map_err(|e| {
                 // The error's line and column are within the array, not the body.
                 let e = e.to_string();
                 let e = e.rsplit_once(" at line ").map_or(e.as_str(), |(e, _)| e);
@@ -153,7 +166,23 @@ impl Plan {
     /// from the groups' answers once for all of the view's features.
     pub(crate) fn outcomes<'o>(&self, computed: &'o Computed) -> Vec<Vec<Option<&'o Outcome>>> {
         let targets = self.shape.features.iter().map(|f| f.target + 1);
-        let mut out = vec![vec![None; self.rows]; targets.max().unwrap_or(0)];
+        let targets = targets.max().unwrap_or(0);
+        if let ([rows], [(prepared, outputs)]) = (&self.groups[..], computed)
+            && rows.iter().copied().eq(0..self.rows)
+        {
+            // One group of every row, in order (the usual request): each
+            // target's answers are its column as they come.
+            return (0..targets)
+                .map(|t| {
+                    let mut column: Vec<_> = prepared.targets.get(t).map_or_else(Vec::new, |t| {
+                        answers(prepared, outputs, t).take(self.rows).collect()
+                    });
+                    column.resize(self.rows, None);
+                    column
+                })
+                .collect();
+        }
+        let mut out = vec![vec![None; self.rows]; targets];
         for (rows, (prepared, outputs)) in self.groups.iter().zip(computed) {
             for (t, by_row) in prepared.targets.iter().zip(&mut out) {
                 for (row, o) in rows.iter().zip(answers(prepared, outputs, t)) {
@@ -244,30 +273,10 @@ thread_local! {
 #[derive(Debug)]
 struct Kept {
     feature_service: Option<String>,
-    /// Where its `features` are: the same bytes in every body it fits.
-    features: Option<Place>,
+    /// Its `features` array as written: the same bytes in every body it fits.
+    features: Option<Arc<str>>,
     full_feature_names: bool,
     include_feature_view_version_metadata: bool,
-}
-
-/// Where a field's bytes are in a body, from its start or from its end (before
-/// or after the bytes a template leaves free).
-#[derive(Debug, Clone, Copy)]
-enum Place {
-    FromStart(usize, usize),
-    FromEnd(usize, usize),
-}
-
-impl Place {
-    fn of(self, body: &[u8]) -> Option<&str> {
-        let bytes = match self {
-            Self::FromStart(start, end) => body.get(start..end),
-            Self::FromEnd(start, end) => {
-                body.get(body.len().checked_sub(start)?..body.len().checked_sub(end)?)
-            }
-        };
-        std::str::from_utf8(bytes?).ok()
-    }
 }
 
 /// `body` as the kept request whose bytes surround its entities, those parsed
@@ -275,12 +284,19 @@ impl Place {
 /// or the entities are not one JSON object of columns.
 fn from_kept<'b>(kept: &Templates<Kept>, body: &'b [u8]) -> Option<Request<'b>> {
     let (kept, entities) = kept.find(body)?;
-    let features = match kept.features {
-        Some(place) => Features::Json(place.of(body)?),
+    let features = match &kept.features {
+        Some(features) => Features::Kept(Arc::clone(features)),
         None => Features::default(),
     };
+    let entities: Columns<'b> = oka_core::json::from_slice(entities).ok()?;
+    // A value that nests arrays or objects is parsed within its body, where
+    // serde_json's nesting limit counts the body's own level too.
+    let nested = |v: &Json| matches!(v, Json::Array(_) | Json::Object(_));
+    if entities.values().flatten().any(nested) {
+        return None;
+    }
     Some(Request {
-        entities: oka_core::json::from_slice(entities).ok()?,
+        entities,
         feature_service: kept.feature_service.clone(),
         features,
         full_feature_names: kept.full_feature_names,
@@ -291,21 +307,16 @@ fn from_kept<'b>(kept: &Templates<Kept>, body: &'b [u8]) -> Option<Request<'b>> 
 /// Keeps `request`'s parse, but for its entities, for the bodies equal to
 /// `body` outside them.
 fn keep(body: &[u8], request: &Request<'_>) {
-    let Some([Some(entities), features]) = std::str::from_utf8(body)
+    let Some([Some(entities)]) = std::str::from_utf8(body)
         .ok()
-        .and_then(|text| template::locate(text, ["entities", "features"]))
+        .and_then(|text| template::locate(text, ["entities"]))
     else {
         return;
     };
-    let features = match (features, &request.features) {
-        (Some(at), Features::Json(_)) if at.end <= entities.start => {
-            Some(Place::FromStart(at.start, at.end))
-        }
-        (Some(at), Features::Json(_)) => {
-            Some(Place::FromEnd(body.len() - at.start, body.len() - at.end))
-        }
-        (None, Features::List(names)) if names.is_empty() => None,
-        _ => return,
+    let features = match &request.features {
+        Features::List(names) if names.is_empty() => None,
+        Features::List(_) => return,
+        features => features.array().map(Arc::from),
     };
     let parsed = Kept {
         feature_service: request.feature_service.clone(),
@@ -321,9 +332,20 @@ fn keep(body: &[u8], request: &Request<'_>) {
 mod tests {
     use super::*;
 
+    /// A request's fields (its features array as text, kept or borrowed), or
+    /// its error's code and message.
     fn outcome(parsed: Result<Request<'_>, ApiError>) -> String {
         match parsed {
-            Ok(request) => format!("{request:?}"),
+            Ok(r) => format!(
+                "{:?} {:?} {:?} {} {}",
+                r.entities,
+                r.feature_service,
+                r.features
+                    .array()
+                    .map_or_else(|| format!("{:?}", r.features), str::to_owned),
+                r.full_feature_names,
+                r.include_feature_view_version_metadata
+            ),
             Err(e) => format!("{:?}: {}", e.code, e.message),
         }
     }
@@ -349,14 +371,21 @@ mod tests {
             r#"{"id":[1]},"entities":{"id":[2]}"#,
             r#"{"id":[1]"#,
             r#"{"id":[1]}}"#,
-        ];
+        ]
+        .map(str::to_owned)
+        .into_iter()
+        // A value nesting arrays at and around serde_json's nesting limit.
+        .chain(
+            [124, 125, 126].map(|n| format!(r#"{{"id":[{}1{}]}}"#, "[".repeat(n), "]".repeat(n))),
+        )
+        .collect::<Vec<_>>();
         for form in forms {
             let kept = form.replace("ENTITIES", r#"{"id":[0]}"#);
             assert_eq!(
                 outcome(parse_request(kept.as_bytes())),
                 outcome(parse_whole(kept.as_bytes()))
             );
-            for variant in variants {
+            for variant in &variants {
                 let body = form.replace("ENTITIES", variant);
                 assert!(
                     KEPT.with_borrow(|k| k.find(body.as_bytes()).is_some()),

@@ -4,8 +4,6 @@
 //! every time); per request, only the entity columns are typed, the rows grouped
 //! and one Oka request built per group.
 
-use std::cell::RefCell;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use oka_core::entity::position_near;
@@ -15,8 +13,11 @@ use oka_core::{ErrorCode, FeatureRequest, Registry, Value};
 use oka_feast::registry::{Column, FeastRegistry, FeastType, OnDemandView};
 use serde_json::Value as Json;
 
-use super::{Features, Plan, Request, bad};
+use super::{Plan, Request, bad};
 use crate::error::ApiError;
+
+mod kept;
+use kept::PLANS;
 
 /// What a feature list (or feature service) makes of a request, whatever its
 /// entity rows.
@@ -107,109 +108,6 @@ pub(crate) fn plan(
         groups,
     };
     Ok((oka, plan))
-}
-
-thread_local! {
-    /// The shapes kept per worker thread (no lock on the request path).
-    static PLANS: RefCell<Plans> = RefCell::new(Plans::default());
-}
-
-/// Shapes kept at most per worker; when full, all are dropped (a client sending
-/// a new list with each request costs itself the planning, and no more memory).
-const SHAPES_KEPT: usize = 64;
-
-/// A feature list longer than this (its names' bytes) is planned each time.
-const KEPT_LIST_BYTES: usize = 16 * 1024;
-
-/// The shapes of the registries last served: keyed by the feature list, the
-/// feature service and `full_feature_names`; dropped at this worker's first
-/// request after either registry is replaced (the registries are held here
-/// until then, so no other can take their address).
-#[derive(Default)]
-struct Plans {
-    registries: Option<(Arc<FeastRegistry>, Arc<Registry>)>,
-    hasher: foldhash::fast::RandomState,
-    kept: Vec<Kept>,
-}
-
-struct Kept {
-    hash: u64,
-    service: Option<String>,
-    features: List,
-    full: bool,
-    shape: Arc<Shape>,
-}
-
-/// A kept feature list: as the JSON body wrote it, or as gRPC listed it.
-#[derive(PartialEq, Eq, Hash)]
-enum List {
-    Json(Box<str>),
-    Names(Vec<String>),
-}
-
-impl List {
-    /// Whether `features` is this list (in the same form).
-    fn is(&self, features: &Features<'_>) -> bool {
-        match (self, features) {
-            (Self::Json(kept), Features::Json(raw)) => **kept == **raw,
-            (Self::Names(kept), Features::List(names)) => kept == names,
-            _ => false,
-        }
-    }
-}
-
-impl Plans {
-    /// The request's shape: kept, or worked out (and kept).
-    fn shape(
-        &mut self,
-        feast: &Arc<FeastRegistry>,
-        registry: &Arc<Registry>,
-        request: &Request<'_>,
-    ) -> Result<Arc<Shape>, ApiError> {
-        let current = matches!(&self.registries,
-            Some((f, r)) if Arc::ptr_eq(f, feast) && Arc::ptr_eq(r, registry));
-        if !current {
-            self.kept.clear();
-            self.registries = Some((Arc::clone(feast), Arc::clone(registry)));
-        }
-        let service = request.feature_service.as_deref();
-        let features = &request.features;
-        let full = request.full_feature_names;
-        let hash = match features {
-            Features::Json(raw) => self.hasher.hash_one((service, *raw, full)),
-            Features::List(names) => self.hasher.hash_one((service, names, full)),
-        };
-        let found = self.kept.iter().find(|k| {
-            k.hash == hash
-                && k.full == full
-                && k.service.as_deref() == service
-                && k.features.is(features)
-        });
-        if let Some(k) = found {
-            return Ok(Arc::clone(&k.shape));
-        }
-        let shape = Arc::new(Shape::new(feast, registry, request)?);
-        let (list, bytes) = match features {
-            Features::Json(raw) => (List::Json((*raw).into()), raw.len()),
-            Features::List(names) => {
-                let bytes = names.iter().map(String::len).sum();
-                (List::Names(names.clone()), bytes)
-            }
-        };
-        if bytes <= KEPT_LIST_BYTES {
-            if self.kept.len() == SHAPES_KEPT {
-                self.kept.clear();
-            }
-            self.kept.push(Kept {
-                hash,
-                service: service.map(str::to_owned),
-                features: list,
-                full,
-                shape: Arc::clone(&shape),
-            });
-        }
-        Ok(shape)
-    }
 }
 
 impl Shape {
@@ -541,9 +439,7 @@ fn oka_request(
     request: &Request<'_>,
     rows: &[usize],
 ) -> FeatureRequest {
-    let mut keys = indexmap::IndexMap::with_capacity(shape.views.len());
-    let mut args = Vec::new();
-    for view in &shape.views {
+    let key_list = |view: &View| {
         let mut list = KeyList::new();
         for &i in rows {
             list.push(view.keys.iter().map(|&k| {
@@ -557,7 +453,22 @@ fn oka_request(
                 (shape.keys[k].name.as_str(), value)
             }));
         }
-        keys.insert(view.name.clone(), list);
+        list
+    };
+    if let [view] = &shape.views[..]
+        && (view.request.is_none() || rows.is_empty())
+    {
+        // One view, no arguments: Oka's own request form (one key list).
+        return FeatureRequest {
+            target_features: vec![view.name.clone()],
+            keys: Some(key_list(view)),
+            ..FeatureRequest::default()
+        };
+    }
+    let mut keys = indexmap::IndexMap::with_capacity(shape.views.len());
+    let mut args = Vec::new();
+    for view in &shape.views {
+        keys.insert(view.name.clone(), key_list(view));
         if let (Some(columns), Some(&first)) = (&view.request, rows.first()) {
             let given: ArgMap = columns
                 .iter()
@@ -569,20 +480,8 @@ fn oka_request(
             args.push((view.name.clone(), Some(given)));
         }
     }
-    let target_features = shape.views.iter().map(|v| v.name.clone()).collect();
-    if keys.len() == 1 && args.is_empty() {
-        // One view, no arguments: Oka's own request form (one key list).
-        return FeatureRequest {
-            target_features,
-            keys: keys.pop().map(|(_, list)| list),
-            feature_keys: None,
-            query_args: None,
-            udf_args: None,
-            deadline_ms: None,
-        };
-    }
     FeatureRequest {
-        target_features,
+        target_features: shape.views.iter().map(|v| v.name.clone()).collect(),
         keys: None,
         feature_keys: Some(keys),
         query_args: None,
@@ -594,7 +493,9 @@ fn oka_request(
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use super::kept::{List, SHAPES_KEPT};
     use super::*;
+    use crate::api::feast::Features;
     use oka_feast::registry::FeatureView;
 
     /// A Feast project of one view (`stats`: `a`, `b` by `driver_id`), and the
@@ -662,6 +563,42 @@ mod tests {
         let (feast2, registry2) = registries();
         let (_, reloaded) = plan(&feast2, &registry2, &request(body)).unwrap();
         assert!(!Arc::ptr_eq(&first.shape, &reloaded.shape));
+    }
+
+    /// A feature list held by a kept body template finds the shape its text
+    /// made, and then by address; another service or `full_feature_names`
+    /// with the same text is still another shape.
+    #[test]
+    fn a_templates_feature_list_finds_its_shape_by_address() {
+        let (feast, registry) = registries();
+        let body = r#"{"features": ["stats:b", "stats:a"], "entities": {"driver_id": [1, 2]}}"#;
+        let (_, first) = plan(&feast, &registry, &request(body)).unwrap();
+        let text: Arc<str> = Arc::from(r#"["stats:b", "stats:a"]"#);
+        let through = |full: bool| {
+            let mut r = request(body);
+            r.features = Features::Kept(Arc::clone(&text));
+            r.full_feature_names = full;
+            plan(&feast, &registry, &r).unwrap().1
+        };
+        assert!(
+            Arc::ptr_eq(&first.shape, &through(false).shape),
+            "found by its text"
+        );
+        let held = |text: &Arc<str>| {
+            PLANS.with_borrow(|p| {
+                (p.kept.iter())
+                    .any(|k| matches!(&k.features, List::Json(t) if Arc::ptr_eq(t, text)))
+            })
+        };
+        assert!(held(&text), "then kept by the template's text");
+        assert!(
+            Arc::ptr_eq(&first.shape, &through(false).shape),
+            "found by address"
+        );
+        let named = through(true);
+        assert!(!Arc::ptr_eq(&first.shape, &named.shape));
+        assert_eq!(names(&named), ["driver_id", "stats__b", "stats__a"]);
+        assert_eq!(names(&through(false)), ["driver_id", "b", "a"]);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use axum::routing::post;
 use bytes::Bytes;
 use oka_core::json::BodyError;
 use oka_core::json::template::{self, Templates};
+use oka_core::request::KeyList;
 use oka_core::value::TimeFormat;
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy, encode};
 
@@ -66,10 +67,15 @@ fn parse_whole(body: &[u8]) -> Result<FeatureRequest, ApiError> {
 
 /// `body` as the kept request whose bytes surround its key list, that list
 /// parsed in place of the kept one's; `None` (parse it whole) when no kept
-/// body fits or the list is not one JSON key list.
+/// body fits, or the list is not one JSON key list of flat values (one that
+/// nests arrays or objects is parsed within its body, where serde_json's
+/// nesting limit counts the body's own level too).
 fn from_kept(kept: &Templates<FeatureRequest>, body: &[u8]) -> Option<FeatureRequest> {
     let (parsed, keys) = kept.find(body)?;
-    let keys = oka_core::json::from_slice(keys).ok()?;
+    let keys: KeyList = oka_core::json::from_slice(keys).ok()?;
+    if !keys.is_flat() {
+        return None;
+    }
     Some(FeatureRequest {
         keys: Some(keys),
         ..parsed.clone()
@@ -238,8 +244,18 @@ mod tests {
         }
     }
 
+    /// A key list whose one key value nests `levels` arrays.
+    fn deep(levels: usize) -> String {
+        format!(
+            r#"[{{"id":{}1{}}}]"#,
+            "[".repeat(levels),
+            "]".repeat(levels)
+        )
+    }
+
     /// A body parsed through a kept template reads exactly as it does parsed
-    /// whole: the same request, or the same error.
+    /// whole: the same request, or the same error (serde_json's nesting limit
+    /// included).
     #[test]
     fn a_kept_body_parses_as_a_whole_one() {
         let kept = r#"{"target_features":["simple_feature"],"keys":[{"id":"test-id-1"}],"udf_args":{"simple_feature":{"multiplier":2.0}}}"#;
@@ -261,6 +277,9 @@ mod tests {
             r#"[{"id":"a"}]]"#,
             r#"[{"id":"a"}"#,
             "[{\"id\":\"\u{0}\"}]",
+            &deep(124),
+            &deep(125),
+            &deep(126),
         ]
         .iter()
         .map(|keys| around(keys))
