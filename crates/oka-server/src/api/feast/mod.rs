@@ -125,11 +125,11 @@ pub struct Plan {
     entities: Vec<(usize, Vec<Value>)>,
     /// The request's rows.
     pub(crate) rows: usize,
-    /// The rows of each Oka request, in order: one group of every row, unless
-    /// the rows give on-demand views different request data (Oka's arguments
-    /// are per request, Feast's request data per row): then one group per
-    /// distinct set of values.
-    pub(crate) groups: Vec<Vec<usize>>,
+    /// The rows of each Oka request, in order: `None` for one group of every
+    /// row, unless the rows give on-demand views different request data (Oka's
+    /// arguments are per request, Feast's request data per row): then one
+    /// group per distinct set of values.
+    pub(crate) groups: Option<Vec<Vec<usize>>>,
 }
 
 /// What each group's Oka request computed, in the order of [`Plan::groups`].
@@ -167,11 +167,12 @@ impl Plan {
     pub(crate) fn outcomes<'o>(&self, computed: &'o Computed) -> Vec<Vec<Option<&'o Outcome>>> {
         let targets = self.shape.features.iter().map(|f| f.target + 1);
         let targets = targets.max().unwrap_or(0);
-        if let ([rows], [(prepared, outputs)]) = (&self.groups[..], computed)
-            && rows.iter().copied().eq(0..self.rows)
-        {
+        let Some(groups) = &self.groups else {
             // One group of every row, in order (the usual request): each
             // target's answers are its column as they come.
+            let Some((prepared, outputs)) = computed.first() else {
+                return vec![vec![None; self.rows]; targets];
+            };
             return (0..targets)
                 .map(|t| {
                     let mut column: Vec<_> = prepared.targets.get(t).map_or_else(Vec::new, |t| {
@@ -181,9 +182,9 @@ impl Plan {
                     column
                 })
                 .collect();
-        }
+        };
         let mut out = vec![vec![None; self.rows]; targets];
-        for (rows, (prepared, outputs)) in self.groups.iter().zip(computed) {
+        for (rows, (prepared, outputs)) in groups.iter().zip(computed) {
             for (t, by_row) in prepared.targets.iter().zip(&mut out) {
                 for (row, o) in rows.iter().zip(answers(prepared, outputs, t)) {
                     by_row[*row] = o;

@@ -88,10 +88,12 @@ pub(crate) fn plan(
         .map(|key| entity_column(request, key, rows))
         .collect::<Result<Vec<_>, _>>()?;
     let groups = row_groups(&shape, request, rows);
-    let oka = groups
-        .iter()
-        .map(|g| oka_request(&shape, &typed, request, g))
-        .collect();
+    let oka = match &groups {
+        None => vec![oka_request(&shape, &typed, request, Rows::All(rows))],
+        Some(groups) => (groups.iter())
+            .map(|g| oka_request(&shape, &typed, request, Rows::These(g)))
+            .collect(),
+    };
     // The entity columns first, in the order the request gave them.
     let entities = request
         .entities
@@ -407,12 +409,13 @@ fn int_key(v: &Json) -> Option<Value> {
     }
 }
 
-/// The rows in groups of equal request data (one group of all rows when no
-/// on-demand view reads any, or all rows give the same), in first-seen order.
-fn row_groups(shape: &Shape, request: &Request<'_>, rows: usize) -> Vec<Vec<usize>> {
+/// The rows in groups of equal request data, in first-seen order; `None`
+/// for one group of every row (no on-demand view reads any, or all rows give
+/// the same).
+fn row_groups(shape: &Shape, request: &Request<'_>, rows: usize) -> Option<Vec<Vec<usize>>> {
     let columns = &shape.request_columns;
     if columns.is_empty() {
-        return vec![(0..rows).collect()];
+        return None;
     }
     let mut groups: indexmap::IndexMap<String, Vec<usize>> = indexmap::IndexMap::new();
     for i in 0..rows {
@@ -423,10 +426,24 @@ fn row_groups(shape: &Shape, request: &Request<'_>, rows: usize) -> Vec<Vec<usiz
         let id = serde_json::to_string(&values).unwrap_or_default();
         groups.entry(id).or_default().push(i);
     }
-    if groups.is_empty() {
-        return vec![Vec::new()];
+    (groups.len() > 1).then(|| groups.into_values().collect())
+}
+
+/// The rows of one group: every row of the request, or these.
+#[derive(Clone, Copy)]
+enum Rows<'g> {
+    All(usize),
+    These(&'g [usize]),
+}
+
+impl Rows<'_> {
+    fn iter(self) -> impl Iterator<Item = usize> {
+        let (all, these) = match self {
+            Self::All(n) => (0..n, &[][..]),
+            Self::These(rows) => (0..0, rows),
+        };
+        all.chain(these.iter().copied())
     }
-    groups.into_values().collect()
 }
 
 /// Oka's request for the rows of one group, built in place (no JSON in between):
@@ -437,11 +454,11 @@ fn oka_request(
     shape: &Shape,
     typed: &[Vec<Value>],
     request: &Request<'_>,
-    rows: &[usize],
+    rows: Rows<'_>,
 ) -> FeatureRequest {
     let key_list = |view: &View| {
         let mut list = KeyList::new();
-        for &i in rows {
+        for i in rows.iter() {
             list.push(view.keys.iter().map(|&k| {
                 // Every join key's column was typed (or the request refused)
                 // before this: only ints and strings are here.
@@ -456,7 +473,7 @@ fn oka_request(
         list
     };
     if let [view] = &shape.views[..]
-        && (view.request.is_none() || rows.is_empty())
+        && (view.request.is_none() || rows.iter().next().is_none())
     {
         // One view, no arguments: Oka's own request form (one key list).
         return FeatureRequest {
@@ -469,7 +486,7 @@ fn oka_request(
     let mut args = Vec::new();
     for view in &shape.views {
         keys.insert(view.name.clone(), key_list(view));
-        if let (Some(columns), Some(&first)) = (&view.request, rows.first()) {
+        if let (Some(columns), Some(first)) = (&view.request, rows.iter().next()) {
             let given: ArgMap = columns
                 .iter()
                 .filter_map(|c| {
