@@ -2,7 +2,7 @@
 //! same body with each request but for its keys, so what the rest of it parses
 //! to is kept, and only the keys are parsed again.
 //!
-//! A [`Template`] is a body's bytes before and after one top-level field's
+//! A template is a body's bytes before and after one top-level field's
 //! value, with what that body parsed to. A later body that starts with the
 //! bytes before, ends with the bytes after, and has one JSON value between them
 //! parses as the kept body with that value in its place: the parser reaches
