@@ -11,6 +11,10 @@ use smallvec::SmallVec;
 
 use super::fields::{LINEAR_DEDUP_MAX, NameIndex, same_fields};
 
+mod template;
+
+pub use template::ObjectTemplate;
+
 /// A key list: the key objects of `keys` or of one `feature_keys` entry.
 ///
 /// A 100-key request parses a hundred key objects of one or two fields, mostly the
@@ -178,6 +182,38 @@ impl KeyList {
         out
     }
 
+    /// An empty list with room for `hint` one-field objects (at most
+    /// [`MAX_LEN_HINT`]; a short list takes the vectors' own first room, four).
+    fn with_room(hint: usize) -> Self {
+        let mut list = Self::new();
+        if hint > 4 {
+            list.fields.reserve(hint.min(MAX_LEN_HINT));
+            list.ends.reserve(hint.min(MAX_LEN_HINT));
+        }
+        list
+    }
+
+    /// An empty list with the room of the last list this thread parsed
+    /// ([`LAST_LEN`]).
+    fn with_last_room() -> Self {
+        Self::with_room(LAST_LEN.get())
+    }
+
+    /// The list, parsed: its length is the room the next one starts with.
+    fn parsed(self) -> Self {
+        LAST_LEN.set(self.len());
+        self
+    }
+
+    /// Appends a key object of one field, `id` (interned) = `value`.
+    fn push_one(&mut self, id: NameId, value: KeyValue) {
+        if let Some(seen) = self.seen.get_mut(id.index()) {
+            *seen = (self.ends.len(), self.fields.len());
+        }
+        self.fields.push((id, value));
+        self.ends.push(self.fields.len());
+    }
+
     fn find_name(&self, name: &str) -> Option<NameId> {
         let i = match &self.index {
             Some(index) => *index.get(name)?,
@@ -281,16 +317,12 @@ impl<'de> Deserialize<'de> for KeyList {
                 // thread's last list's length (a model server sends batches
                 // of about one size), so a list of 100 keys is not grown six
                 // times as it parses.
-                // (A short list takes the vectors' own first room, four.)
-                let hint = seq.size_hint().unwrap_or_else(|| LAST_LEN.get());
-                let mut list = KeyList::new();
-                if hint > 4 {
-                    list.fields.reserve(hint.min(MAX_LEN_HINT));
-                    list.ends.reserve(hint.min(MAX_LEN_HINT));
-                }
+                let mut list = match seq.size_hint() {
+                    Some(hint) => KeyList::with_room(hint),
+                    None => KeyList::with_last_room(),
+                };
                 while seq.next_element_seed(Object(&mut list))?.is_some() {}
-                LAST_LEN.set(list.len());
-                Ok(list)
+                Ok(list.parsed())
             }
         }
         d.deserialize_seq(List)

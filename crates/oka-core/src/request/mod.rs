@@ -22,7 +22,7 @@ mod prepare;
 pub mod prepared;
 
 pub use fields::{ArgMap, ArgMaps, FieldMap};
-pub use key_list::{KeyList, KeyObject, KeyValue, NameId};
+pub use key_list::{KeyList, KeyObject, KeyValue, NameId, ObjectTemplate};
 pub use prepared::{Fetch, FetchId, Group, KeyValues, Prepared, Target};
 
 /// A feature request, as sent to `POST /v1/features` and Volga's `/on_demand_compute`.

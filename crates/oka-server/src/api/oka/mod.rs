@@ -14,7 +14,7 @@ use axum::routing::post;
 use bytes::Bytes;
 use oka_core::json::BodyError;
 use oka_core::json::template::{self, Templates};
-use oka_core::request::KeyList;
+use oka_core::request::{KeyList, ObjectTemplate};
 use oka_core::value::TimeFormat;
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy, encode};
 
@@ -37,12 +37,21 @@ pub(crate) fn routes() -> Router<AppState> {
 
 thread_local! {
     /// The request bodies this worker has parsed, kept around their key lists.
-    static KEPT: RefCell<Templates<FeatureRequest>> = const { RefCell::new(Templates::new()) };
+    static KEPT: RefCell<Templates<Kept>> = const { RefCell::new(Templates::new()) };
+}
+
+/// What a kept body parsed to but for its keys, and the bytes around the
+/// values of its key objects when each is one field of one name.
+#[derive(Debug)]
+struct Kept {
+    request: FeatureRequest,
+    objects: Option<ObjectTemplate>,
 }
 
 /// Parses a feature request body: strictly (an unknown field is refused). A
 /// body equal to a kept one but for its `keys` parses only its keys
-/// ([`oka_core::json::template`]).
+/// ([`oka_core::json::template`]), and of key objects like the kept ones,
+/// only their values ([`ObjectTemplate`]).
 pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
     if let Some(request) = KEPT.with_borrow(|kept| from_kept(kept, body)) {
         return Ok(request);
@@ -70,27 +79,34 @@ fn parse_whole(body: &[u8]) -> Result<FeatureRequest, ApiError> {
 /// body fits, or the list is not one JSON key list of flat values (one that
 /// nests arrays or objects is parsed within its body, where serde_json's
 /// nesting limit counts the body's own level too).
-fn from_kept(kept: &Templates<FeatureRequest>, body: &[u8]) -> Option<FeatureRequest> {
-    let (parsed, keys) = kept.find(body)?;
-    let keys: KeyList = oka_core::json::from_slice(keys).ok()?;
-    if !keys.is_flat() {
-        return None;
-    }
+fn from_kept(kept: &Templates<Kept>, body: &[u8]) -> Option<FeatureRequest> {
+    let (kept, keys) = kept.find(body)?;
+    let keys = std::str::from_utf8(keys).ok()?;
+    let keys = match kept.objects.as_ref().and_then(|t| t.parse(keys)) {
+        Some(keys) => keys,
+        None => {
+            let keys: KeyList = serde_json::from_str(keys).ok()?;
+            keys.is_flat().then_some(keys)?
+        }
+    };
     Some(FeatureRequest {
         keys: Some(keys),
-        ..parsed.clone()
+        ..kept.request.clone()
     })
 }
 
 /// Keeps `request`'s parse, but for its key list, for the bodies equal to
 /// `body` outside that list.
 fn keep(body: &[u8], request: &FeatureRequest) {
-    let Some([Some(keys)]) = std::str::from_utf8(body)
-        .ok()
-        .and_then(|text| template::locate(text, ["keys"]))
-    else {
+    let Some(text) = std::str::from_utf8(body).ok() else {
         return;
     };
+    let Some([Some(at)]) = template::locate(text, ["keys"]) else {
+        return;
+    };
+    let objects = (text.get(at.clone()))
+        .zip(request.keys.as_ref())
+        .and_then(|(keys, list)| ObjectTemplate::learn(keys, list));
     let parsed = FeatureRequest {
         target_features: request.target_features.clone(),
         keys: None,
@@ -99,7 +115,11 @@ fn keep(body: &[u8], request: &FeatureRequest) {
         udf_args: request.udf_args.clone(),
         deadline_ms: request.deadline_ms,
     };
-    KEPT.with_borrow_mut(|kept| kept.keep(body, keys, parsed));
+    let kept = Kept {
+        request: parsed,
+        objects,
+    };
+    KEPT.with_borrow_mut(|templates| templates.keep(body, at, kept));
 }
 
 /// Serves one `POST /v1/features` body: parse, [`serve::compute`], encode.
@@ -266,6 +286,12 @@ mod tests {
         };
         let mut bodies: Vec<String> = [
             r#"[{"id":"test-id-2"},{"id":"test-id-3"}]"#,
+            r#"[{"id":"a\"b"},{"id":7},{"id":"x"},{"id":"x"}]"#,
+            r#"[{"id":"a"}, {"id":"b"}]"#,
+            r#"[{"id":"a","id":"b"}]"#,
+            r#"[{"id":"a"},{"id":"b","n":1}]"#,
+            r#"[{"id":"a"},{"id":null}]"#,
+            r#"[{"id":"a"},{"ID":"b"}]"#,
             r#"  [ {"id" : "t\u00e9st"} ]  "#,
             "[]",
             "null",
@@ -290,6 +316,13 @@ mod tests {
         bodies.push(kept.replace("simple_feature\"]", "simple_feature\",\"x\"]"));
         let whole = |body: &str| outcome(parse_whole(body.as_bytes()));
         assert_eq!(outcome(parse_request(kept.as_bytes())), whole(kept));
+        let objects = |body: &str| {
+            KEPT.with_borrow(|k| {
+                k.find(body.as_bytes())
+                    .is_some_and(|(t, _)| t.objects.is_some())
+            })
+        };
+        assert!(objects(kept), "its key objects' template is kept with it");
         for body in &bodies {
             assert!(
                 KEPT.with_borrow(|k| k.find(kept.as_bytes()).is_some()),
