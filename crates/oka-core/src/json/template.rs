@@ -97,6 +97,52 @@ pub fn locate<const N: usize>(body: &str, fields: [&str; N]) -> Option<[Option<R
     }))
 }
 
+/// The one field of the JSON object `object`: its name (borrowed from
+/// `object` when it has no escapes) and where its value is (its bytes,
+/// without the whitespace around them); `None` when `object` is not an
+/// object of one field (a repeated name counts twice: the last value is the
+/// one a parse keeps).
+pub fn only_field(object: &str) -> Option<(Text<'_>, Range<usize>)> {
+    let mut de = serde_json::Deserializer::from_str(object);
+    let (name, value) = OnlyField.deserialize(&mut de).ok()??;
+    de.end().ok()?;
+    let start = value
+        .get()
+        .as_ptr()
+        .addr()
+        .checked_sub(object.as_ptr().addr())?;
+    Some((name, start..start + value.get().len()))
+}
+
+/// Reads an object's one field, as [`only_field`] says.
+struct OnlyField;
+
+impl<'de> DeserializeSeed<'de> for OnlyField {
+    type Value = Option<(Text<'de>, &'de RawValue)>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for OnlyField {
+    type Value = Option<(Text<'de>, &'de RawValue)>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = 0;
+        let mut last = None;
+        while let Some(name) = map.next_key::<Text<'de>>()? {
+            fields += 1;
+            last = Some((name, map.next_value()?));
+        }
+        Ok(last.filter(|_| fields == 1))
+    }
+}
+
 /// Finds fields' values in an object, as the body's own bytes.
 struct Locate<'f, const N: usize> {
     fields: [&'f str; N],
@@ -146,6 +192,25 @@ mod tests {
         let escaped = r#"{"k\u0065ys": 7}"#;
         let [at] = locate(escaped, ["keys"]).unwrap();
         assert_eq!(&escaped[at.unwrap()], "7");
+    }
+
+    #[test]
+    fn an_objects_one_field_is_found_counted_as_sent() {
+        let object = r#" { "id" :  ["a", 1] } "#;
+        let (name, at) = only_field(object).unwrap();
+        assert_eq!((&*name, &object[at]), ("id", r#"["a", 1]"#));
+        let (name, _) = only_field(r#"{"i\u0064": 1}"#).unwrap();
+        assert!(matches!(name.0, std::borrow::Cow::Owned(_)) && *name == *"id");
+        for no in [
+            r#"{}"#,
+            r#"{"a": 1, "b": 2}"#,
+            r#"{"a": 1, "a": 1}"#,
+            "[1]",
+            r#"{"a": 1"#,
+            r#"{"a": 1} x"#,
+        ] {
+            assert!(only_field(no).is_none(), "{no}");
+        }
     }
 
     fn keys(body: &str) -> Range<usize> {

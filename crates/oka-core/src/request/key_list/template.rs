@@ -14,11 +14,11 @@
 use std::fmt;
 
 use compact_str::CompactString;
-use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, IgnoredAny, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::{KeyList, KeyValue};
-use crate::json::Text;
+use crate::json::template::only_field;
 
 /// The bytes around the value of a key list's objects, each one field of one
 /// name, and between the objects: for `[{"id": "a"}, {"id": "b"}]`, `{"id": `,
@@ -62,9 +62,8 @@ impl ObjectTemplate {
         };
         // The object's one field, counted as sent: a repeated name, which
         // keeps its last value, is not one field.
-        let value = only_value(object)?;
-        let at = value.as_ptr().addr().checked_sub(object.as_ptr().addr())?;
-        let (before, after) = (object.get(..at)?, object.get(at + value.len()..)?);
+        let (_, value) = only_field(object)?;
+        let (before, after) = (object.get(..value.start)?, object.get(value.end..)?);
         if before.len() + after.len() + between.len() > Self::MAX_BYTES {
             return None;
         }
@@ -131,38 +130,6 @@ fn first_elements(text: &str) -> Option<(&str, Option<&str>)> {
     let (first, second) = List.deserialize(&mut de).ok()?;
     de.end().ok()?;
     Some((first?.get(), second.map(RawValue::get)))
-}
-
-/// The value of the JSON object `object`'s one field, as its own bytes; `None`
-/// when it has another number of fields (a repeated name counts twice).
-fn only_value(object: &str) -> Option<&str> {
-    struct One;
-    impl<'de> Visitor<'de> for One {
-        type Value = Option<&'de RawValue>;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a JSON object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut fields = 0;
-            let mut value = None;
-            while map.next_key::<Text<'de>>()?.is_some() {
-                fields += 1;
-                value = Some(map.next_value()?);
-            }
-            Ok(value.filter(|_| fields == 1))
-        }
-    }
-    struct Object;
-    impl<'de> DeserializeSeed<'de> for Object {
-        type Value = Option<&'de RawValue>;
-        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-            d.deserialize_map(One)
-        }
-    }
-    let mut de = serde_json::Deserializer::from_str(object);
-    let value = Object.deserialize(&mut de).ok()??;
-    de.end().ok()?;
-    Some(value.get())
 }
 
 #[cfg(test)]

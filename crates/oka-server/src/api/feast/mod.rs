@@ -9,7 +9,9 @@
 //! in base64, unix timestamps in seconds). What differs from `feast serve` is in
 //! `docs/migrating-from-feast.md`.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::Arc;
 
 use oka_core::encode::answers;
@@ -278,6 +280,62 @@ struct Kept {
     features: Option<Arc<str>>,
     full_feature_names: bool,
     include_feature_view_version_metadata: bool,
+    /// The bytes around its entities' values, when they are one column.
+    column: Option<ColumnTemplate>,
+}
+
+/// The bytes of a kept body's entities around its one column's values
+/// (`{"id":` and `}` for `{"id":["a","b"]}`), and where the column's name
+/// lies in them: entities of that column parse only its values, as the
+/// kept body's key objects do on Oka's route
+/// ([`ObjectTemplate`](oka_core::request::ObjectTemplate), the same rule).
+#[derive(Debug)]
+struct ColumnTemplate {
+    before: Box<str>,
+    after: Box<str>,
+    /// The column's name in `before` (a name without escapes, so its bytes).
+    name: Range<usize>,
+}
+
+impl ColumnTemplate {
+    /// The template of `entities` (its text), which parsed to `columns`:
+    /// one column, its name without escapes (or none).
+    fn learn(entities: &str, columns: &Columns<'_>) -> Option<Self> {
+        if columns.len() != 1 {
+            return None;
+        }
+        // One field as sent: a repeated name keeps its last value.
+        let (name, value) = template::only_field(entities)?;
+        let Cow::Borrowed(name) = name.0 else {
+            return None;
+        };
+        let at = name.as_ptr().addr().checked_sub(entities.as_ptr().addr())?;
+        let before = entities.get(..value.start)?;
+        let template = Self {
+            before: before.into(),
+            after: entities.get(value.end..)?.into(),
+            name: at..at + name.len(),
+        };
+        let back = template.parse(entities)?;
+        (back.len() == 1 && back.first() == columns.first()).then_some(template)
+    }
+
+    /// `entities` parsed as this template's column; `None` when they are not
+    /// its bytes around one JSON list (the caller parses them whole).
+    fn parse<'b>(&self, entities: &'b str) -> Option<Columns<'b>> {
+        let rest = entities.strip_prefix(&*self.before)?;
+        let mut lists = serde_json::Deserializer::from_str(rest).into_iter::<Vec<Json>>();
+        let values = lists.next()?.ok()?;
+        if rest.get(lists.byte_offset()..)? != &*self.after {
+            return None;
+        }
+        let mut columns = Columns::with_capacity_and_hasher(1, Default::default());
+        columns.insert(
+            Text(Cow::Borrowed(entities.get(self.name.clone())?)),
+            values,
+        );
+        Some(columns)
+    }
 }
 
 /// `body` as the kept request whose bytes surround its entities, those parsed
@@ -289,7 +347,11 @@ fn from_kept<'b>(kept: &Templates<Kept>, body: &'b [u8]) -> Option<Request<'b>> 
         Some(features) => Features::Kept(Arc::clone(features)),
         None => Features::default(),
     };
-    let entities: Columns<'b> = oka_core::json::from_slice(entities).ok()?;
+    let entities = std::str::from_utf8(entities).ok()?;
+    let entities: Columns<'b> = match kept.column.as_ref().and_then(|c| c.parse(entities)) {
+        Some(columns) => columns,
+        None => serde_json::from_str(entities).ok()?,
+    };
     // A value that nests arrays or objects is parsed within its body, where
     // serde_json's nesting limit counts the body's own level too.
     let nested = |v: &Json| matches!(v, Json::Array(_) | Json::Object(_));
@@ -308,12 +370,14 @@ fn from_kept<'b>(kept: &Templates<Kept>, body: &'b [u8]) -> Option<Request<'b>> 
 /// Keeps `request`'s parse, but for its entities, for the bodies equal to
 /// `body` outside them.
 fn keep(body: &[u8], request: &Request<'_>) {
-    let Some([Some(entities)]) = std::str::from_utf8(body)
-        .ok()
-        .and_then(|text| template::locate(text, ["entities"]))
-    else {
+    let Some(text) = std::str::from_utf8(body).ok() else {
         return;
     };
+    let Some([Some(entities)]) = template::locate(text, ["entities"]) else {
+        return;
+    };
+    let column = (text.get(entities.clone()))
+        .and_then(|text| ColumnTemplate::learn(text, &request.entities));
     let features = match &request.features {
         Features::List(names) if names.is_empty() => None,
         Features::List(_) => return,
@@ -324,6 +388,7 @@ fn keep(body: &[u8], request: &Request<'_>) {
         features,
         full_feature_names: request.full_feature_names,
         include_feature_view_version_metadata: request.include_feature_view_version_metadata,
+        column,
     };
     KEPT.with_borrow_mut(|kept| kept.keep(body, entities, parsed));
 }
@@ -372,6 +437,13 @@ mod tests {
             r#"{"id":[1]},"entities":{"id":[2]}"#,
             r#"{"id":[1]"#,
             r#"{"id":[1]}}"#,
+            r#"{"id":["a\"b",null,1.5,"x"]}"#,
+            r#"{"id":[1],"id":[2]}"#,
+            r#"{"id":[1] }"#,
+            r#"{"id":[1],}"#,
+            r#"{"ID":[1]}"#,
+            r#"{"id":"x"}"#,
+            r#"{"id":[{"a":1}]}"#,
         ]
         .map(str::to_owned)
         .into_iter()
@@ -386,6 +458,11 @@ mod tests {
                 outcome(parse_request(kept.as_bytes())),
                 outcome(parse_whole(kept.as_bytes()))
             );
+            let column = KEPT.with_borrow(|k| {
+                k.find(kept.as_bytes())
+                    .is_some_and(|(t, _)| t.column.is_some())
+            });
+            assert!(column, "its entity column's template is kept with it");
             for variant in &variants {
                 let body = form.replace("ENTITIES", variant);
                 assert!(
