@@ -309,16 +309,18 @@ impl Caching {
 }
 
 /// What a cached entry of `kind` answers for `query`.
-fn answer(rows: &[Row], query: &Query) -> Vec<Row> {
-    match *query {
-        Query::Latest => rows.to_vec(),
-        Query::LastN { n } => rows[rows.len().saturating_sub(n)..].to_vec(),
-        Query::Range { start, end } => rows
-            .iter()
-            .filter(|r| r.event_time >= start && r.event_time <= end)
-            .cloned()
-            .collect(),
-    }
+fn answer<'r>(rows: &'r [Row], query: &Query) -> impl Iterator<Item = Row> + 'r {
+    let (from, window) = match *query {
+        Query::Latest => (0, None),
+        Query::LastN { n } => (rows.len().saturating_sub(n), None),
+        Query::Range { start, end } => (0, Some((start, end))),
+    };
+    let within = move |r: &&Row| window.is_none_or(|(s, e)| r.event_time >= s && r.event_time <= e);
+    rows.get(from..)
+        .unwrap_or_default()
+        .iter()
+        .filter(within)
+        .cloned()
 }
 
 #[async_trait]
@@ -346,33 +348,43 @@ impl FeatureStore for Caching {
                 },
             ),
         };
-        let mut out: Vec<Option<Vec<Row>>> = Vec::with_capacity(keys.len());
+        // Each key's entry, or `None` where it missed: a hit's records are
+        // copied once, into the answer, after the misses are read.
+        let mut entries: Vec<Option<Arc<Entry>>> = Vec::with_capacity(keys.len());
         let mut missed: Vec<(usize, Ticket)> = Vec::new();
         for (i, key) in keys.iter().enumerate() {
-            match cache.get(feature, key, kind) {
-                Some(e) => out.push(Some(answer(&e.rows, query))),
-                None => {
-                    missed.push((i, cache.ticket(&feature.name, key)));
-                    out.push(None);
-                }
+            let entry = cache.get(feature, key, kind);
+            if entry.is_none() {
+                missed.push((i, cache.ticket(&feature.name, key)));
             }
+            entries.push(entry);
         }
         cache
             .hits
             .fetch_add((keys.len() - missed.len()) as u64, Ordering::Relaxed);
-        if missed.is_empty() {
-            return Ok(out.into_iter().map(Option::unwrap_or_default).collect());
+        // The missed keys' answers, in key order.
+        let mut read: Vec<Vec<Row>> = Vec::new();
+        if !missed.is_empty() {
+            cache
+                .misses
+                .fetch_add(missed.len() as u64, Ordering::Relaxed);
+            let miss_keys: Vec<EntityKey> = missed.iter().map(|(i, _)| keys[*i].clone()).collect();
+            let rows = self.inner.read(feature, &miss_keys, &fill).await?;
+            read.reserve(missed.len());
+            for ((i, ticket), rows) in missed.into_iter().zip(rows.into_keys()) {
+                read.push(answer(&rows, query).collect());
+                cache.put(feature, &keys[i], kind, rows, ticket);
+            }
         }
-        cache
-            .misses
-            .fetch_add(missed.len() as u64, Ordering::Relaxed);
-        let miss_keys: Vec<EntityKey> = missed.iter().map(|(i, _)| keys[*i].clone()).collect();
-        let rows = self.inner.read(feature, &miss_keys, &fill).await?;
-        for ((i, ticket), rows) in missed.into_iter().zip(rows.into_keys()) {
-            out[i] = Some(answer(&rows, query));
-            cache.put(feature, &keys[i], kind, rows, ticket);
+        let mut read = read.into_iter();
+        let mut out = KeyedRows::with_capacity(keys.len(), keys.len());
+        for entry in &entries {
+            match entry {
+                Some(e) => out.push(answer(&e.rows, query)),
+                None => out.push(read.next().unwrap_or_default()),
+            }
         }
-        Ok(out.into_iter().map(Option::unwrap_or_default).collect())
+        Ok(out)
     }
 
     async fn write(

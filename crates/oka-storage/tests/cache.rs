@@ -79,3 +79,54 @@ async fn a_ttl_entry_serves_until_its_ttl_then_the_store_is_read_again() {
     let now = store.read(f, &keys, &Query::Latest).await.unwrap();
     assert_eq!(now[0][0].event_time, Timestamp(30));
 }
+
+/// A read of keys some of which the cache holds answers every key in its
+/// place, for each kind of query: hits from the cache, misses from the store.
+#[tokio::test]
+async fn a_read_of_hits_and_misses_answers_each_key_in_its_place() {
+    let r = registry();
+    let f = r.feature(r.feature_id("conformance_feature").unwrap());
+    let key = |k: &str| EntityKey::encode(&[Value::from(k)]);
+    let row = |k: &str, v: f64, t: i64| {
+        let mut cols = vec![Value::Null; f.entity.columns.len()];
+        cols[f.entity.key_index[0]] = Value::from(k);
+        cols[f.entity.timestamp_index] = Value::Timestamp(Timestamp(t));
+        cols[f.entity.column_index("value").unwrap()] = Value::Float(v);
+        (key(k), Row::new(Timestamp(t), cols))
+    };
+    let queries = [
+        Query::Latest,
+        Query::LastN { n: 2 },
+        Query::Range {
+            start: Timestamp(15),
+            end: Timestamp(30),
+        },
+    ];
+    let mixed = [key("b"), key("absent"), key("a"), key("c"), key("b")];
+    for query in &queries {
+        // A cache of its own per query (`range` and `last_n` share an entry).
+        let (store, inner) = cached(None);
+        for k in ["a", "b", "c"] {
+            for t in 1..=3_i32 {
+                let (k, row) = row(k, f64::from(t), i64::from(t) * 10);
+                store.write(f, &[(k, row)]).await.unwrap();
+            }
+        }
+        // What the store itself answers, key by key.
+        let mut want = Vec::new();
+        for k in &mixed {
+            let one = inner.read(f, std::slice::from_ref(k), query).await.unwrap();
+            want.push(one.of(0).to_vec());
+        }
+        // `a` and `b` cached first; `c` and `absent` missed in the mixed read.
+        store.read(f, &[key("a"), key("b")], query).await.unwrap();
+        let before = store.cache().stats();
+        let got = store.read(f, &mixed, query).await.unwrap();
+        let after = store.cache().stats();
+        assert_eq!(got, want, "{query:?}");
+        assert_eq!(
+            (after.hits - before.hits, after.misses - before.misses),
+            (3, 2)
+        );
+    }
+}
