@@ -128,15 +128,7 @@ impl<'a> UdfCall<'a> {
     /// Column `c` of an output record before a UDF sets it: the request's key
     /// value for a key field, `now` for the timestamp, else null.
     pub fn default_column(&self, c: usize) -> Value {
-        let entity = self.output;
-        if c == entity.timestamp_index {
-            return Value::Timestamp(self.now);
-        }
-        entity
-            .key_columns()
-            .zip(self.key)
-            .find(|(slot, _)| *slot == c)
-            .map_or(Value::Null, |(_, v)| v.clone())
+        default_column(self.output, self.key, self.now, c)
     }
 
     /// Starts an output record: keys from the request, timestamp `now`, value
@@ -357,4 +349,18 @@ impl fmt::Debug for NativeUdfs {
             .field("names", &self.names())
             .finish()
     }
+}
+
+/// Column `c` of a record of `entity` for the key whose key field values are
+/// `key` (in the entity's key order) before a UDF sets it: the key value for a
+/// key field, `now` for the timestamp, else null.
+pub fn default_column(entity: &Entity, key: &[Value], now: Timestamp, c: usize) -> Value {
+    if c == entity.timestamp_index {
+        return Value::Timestamp(now);
+    }
+    entity
+        .key_columns()
+        .zip(key)
+        .find(|(slot, _)| *slot == c)
+        .map_or(Value::Null, |(_, v)| v.clone())
 }

@@ -83,23 +83,18 @@ impl Fast {
     }
 
     /// The value, or `None` when an operand is not a double (fall back).
-    pub(super) fn eval(&self, call: &UdfCall<'_>) -> Option<f64> {
+    pub(super) fn eval<O: Operands>(&self, operands: &O) -> Option<f64> {
+        let double = |v: Option<&Value>| match v? {
+            Value::Float(f) => Some(*f),
+            _ => None,
+        };
         match self {
             Self::Lit(f) => Some(*f),
-            Self::Field(input, column) => match call.inputs.get(*input)? {
-                Input::One(row) => match row.columns.get(*column)? {
-                    Value::Float(f) => Some(*f),
-                    _ => None,
-                },
-                Input::Many(_) => None,
-            },
-            Self::Arg(i) => match call.args.get(*i)? {
-                Value::Float(f) => Some(*f),
-                _ => None,
-            },
-            Self::Neg(x) => Some(-x.eval(call)?),
+            Self::Field(input, column) => double(operands.field(*input, *column)),
+            Self::Arg(i) => double(operands.arg(*i)),
+            Self::Neg(x) => Some(-x.eval(operands)?),
             Self::Bin(op, a, b) => {
-                let (a, b) = (a.eval(call)?, b.eval(call)?);
+                let (a, b) = (a.eval(operands)?, b.eval(operands)?);
                 Some(match op {
                     FastOp::Add => a + b,
                     FastOp::Sub => a - b,
@@ -109,5 +104,28 @@ impl Fast {
             }
             Self::Now => None,
         }
+    }
+}
+
+/// Where a fast form reads its fields and arguments: a UDF call, or a step's
+/// records for one key ([`super::KeyOperands`]).
+pub(super) trait Operands {
+    /// Column `column` of input `input`'s one record (`None` for an input of
+    /// several records).
+    fn field(&self, input: usize, column: usize) -> Option<&Value>;
+    /// Argument `i`.
+    fn arg(&self, i: usize) -> Option<&Value>;
+}
+
+impl Operands for UdfCall<'_> {
+    fn field(&self, input: usize, column: usize) -> Option<&Value> {
+        match self.inputs.get(input)? {
+            Input::One(row) => row.columns.get(column),
+            Input::Many(_) => None,
+        }
+    }
+
+    fn arg(&self, i: usize) -> Option<&Value> {
+        self.args.get(i)
     }
 }

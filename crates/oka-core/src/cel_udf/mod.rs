@@ -22,8 +22,8 @@ use cel::common::value::Val;
 use cel::{Context, Env, Program};
 
 use crate::entity::Entity;
-use crate::udf::{Input, UdfCall, UdfError};
-use crate::value::{FieldType, Row, Value};
+use crate::udf::{Input, UdfCall, UdfError, default_column};
+use crate::value::{FieldType, Row, Timestamp, Value};
 
 use convert::{record_to_val, to_val};
 use fast::Fast;
@@ -170,26 +170,9 @@ impl CelUdf {
         fast: &[Option<Fast>],
         call: &UdfCall<'_>,
     ) -> Option<Result<Row, UdfError>> {
-        // Every value fits its column (`fast_fits`, decided at load, and `now`
-        // within RFC 3339's years): the row is built in one pass, without the
-        // builder's checks, which would pass.
-        if self.fast_fits && fast.len() == call.output.columns.len() && call.now.is_rfc3339() {
-            let mut doubles = true;
-            let row: Arc<[Value]> = (fast.iter().enumerate())
-                .map(|(i, f)| match f {
-                    None => call.default_column(i),
-                    Some(Fast::Now) => Value::Timestamp(call.now),
-                    Some(f) => f.eval(call).map_or_else(
-                        || {
-                            doubles = false;
-                            Value::Null
-                        },
-                        Value::Float,
-                    ),
-                })
-                .collect();
+        if let Some(step) = self.fast_step(call.output, call.now) {
             // An operand that is not a double: back to the interpreter.
-            return doubles.then(|| Ok(Row::new(call.now, row)));
+            return step.row_of(call, |i| call.default_column(i)).map(Ok);
         }
         let mut out = call.output();
         for (i, f) in fast.iter().enumerate() {
@@ -204,6 +187,15 @@ impl CelUdf {
             };
         }
         Some(Ok(out.build()))
+    }
+
+    /// The fast forms of the whole record, for a step to evaluate key by key
+    /// without a [`UdfCall`] each: when every column has one, every value fits
+    /// its column (decided at load) and `now` is within RFC 3339's years.
+    pub fn fast_step<'a>(&'a self, output: &'a Entity, now: Timestamp) -> Option<FastStep<'a>> {
+        let fast = self.fast.as_deref()?;
+        let whole = self.fast_fits && fast.len() == output.columns.len() && now.is_rfc3339();
+        whole.then_some(FastStep { fast, output, now })
     }
 
     /// Evaluates the expressions for one key.
@@ -262,6 +254,65 @@ impl CelUdf {
             out = out.set_at(i, v)?;
         }
         Ok(out.build())
+    }
+}
+
+/// A CEL UDF's records from their fast forms ([`CelUdf::fast_step`]): the
+/// same record [`CelUdf::row`] makes for a key, built in one pass, without the
+/// row builder's checks (which would pass).
+#[derive(Debug, Clone, Copy)]
+pub struct FastStep<'a> {
+    fast: &'a [Option<Fast>],
+    output: &'a Entity,
+    now: Timestamp,
+}
+
+impl FastStep<'_> {
+    /// The record of the key whose inputs' records are `records` (one per
+    /// input, each a `latest` read's), with the step's `args` and the key's
+    /// values `key`; `None` when an operand is not a double (the key's UDF
+    /// call then falls back to the interpreter, which reports CEL's error).
+    pub fn row(&self, records: &[&Row], args: &[Value], key: &[Value]) -> Option<Row> {
+        let operands = KeyOperands { records, args };
+        self.row_of(&operands, |c| default_column(self.output, key, self.now, c))
+    }
+
+    fn row_of<O: fast::Operands>(
+        &self,
+        operands: &O,
+        default: impl Fn(usize) -> Value,
+    ) -> Option<Row> {
+        let mut doubles = true;
+        let row: Arc<[Value]> = (self.fast.iter().enumerate())
+            .map(|(i, f)| match f {
+                None => default(i),
+                Some(Fast::Now) => Value::Timestamp(self.now),
+                Some(f) => f.eval(operands).map_or_else(
+                    || {
+                        doubles = false;
+                        Value::Null
+                    },
+                    Value::Float,
+                ),
+            })
+            .collect();
+        doubles.then(|| Row::new(self.now, row))
+    }
+}
+
+/// One key's operands in a step: each input's record, and the arguments.
+struct KeyOperands<'a> {
+    records: &'a [&'a Row],
+    args: &'a [Value],
+}
+
+impl fast::Operands for KeyOperands<'_> {
+    fn field(&self, input: usize, column: usize) -> Option<&Value> {
+        self.records.get(input)?.columns.get(column)
+    }
+
+    fn arg(&self, i: usize) -> Option<&Value> {
+        self.args.get(i)
     }
 }
 
@@ -373,6 +424,22 @@ features:
                         };
                         let got = fast.call(&call);
                         let want = fast.call_interpreted(&call);
+                        // A step's record for the key, from the same record and
+                        // arguments without the call: the call's own, or none
+                        // where the call falls back to the interpreter.
+                        let step = fast.fast_step(&feature.entity, call.now).unwrap();
+                        let Input::One(record) = &inputs[0] else {
+                            panic!()
+                        };
+                        match (step.row(&[record], &args, &key), &got) {
+                            (Some(s), Ok(g)) => assert_eq!(
+                                format!("{:?}", [s]),
+                                format!("{g:?}"),
+                                "{a:?} {b} {m:?}"
+                            ),
+                            (None, _) => assert!(a.is_null() || m.is_null(), "{a:?} {m:?}"),
+                            (Some(s), Err(e)) => panic!("step {s:?} vs call {e}"),
+                        }
                         match (&got, &want) {
                             (Ok(g), Ok(w)) => {
                                 assert_eq!(g.len(), 1);
