@@ -7,8 +7,9 @@
 //! and the template's bytes after it parses as the template's object with that
 //! value (the parser meets the value in the state the template's object left
 //! it in, and a complete value leaves it where that one did). A list is `[`,
-//! such objects joined by `,`, and `]`, with no other bytes; anything else is
-//! not parsed here, and its caller parses it whole. All parsing is
+//! such objects joined by the bytes that joined the template list's first two
+//! (a comma, perhaps with whitespace), and `]`, with no other bytes; anything
+//! else is not parsed here, and its caller parses it whole. All parsing is
 //! serde_json's.
 
 use std::fmt;
@@ -36,8 +37,8 @@ pub struct ObjectTemplate {
 }
 
 impl ObjectTemplate {
-    /// An object with more bytes than this around its value and after it
-    /// gets no template.
+    /// A template of more bytes than this (around an object's value and
+    /// between two objects) is not kept.
     pub const MAX_BYTES: usize = 256;
 
     /// The template of `list`, which `text` parsed to, when each of its objects
@@ -77,8 +78,9 @@ impl ObjectTemplate {
     }
 
     /// `text` parsed as a list of this template's objects; `None` when it is
-    /// not one (the caller parses it whole), or when a value is a JSON array
-    /// or object (nested deeper than its own parse would count).
+    /// not one, or when a value is not a JSON string or integer (the caller
+    /// parses it whole: there an array's or object's nesting counts the
+    /// levels around it, and any other kind is refused by the key's check).
     pub fn parse(&self, text: &str) -> Option<KeyList> {
         let mut rest = text.strip_prefix('[')?;
         let mut list = KeyList::with_last_room();

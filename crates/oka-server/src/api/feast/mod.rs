@@ -298,6 +298,10 @@ struct ColumnTemplate {
 }
 
 impl ColumnTemplate {
+    /// A template of more bytes than this (around the column's list) is not
+    /// kept.
+    const MAX_BYTES: usize = 256;
+
     /// The template of `entities` (its text), which parsed to `columns`:
     /// one column, its name without escapes (or none).
     fn learn(entities: &str, columns: &Columns<'_>) -> Option<Self> {
@@ -310,10 +314,13 @@ impl ColumnTemplate {
             return None;
         };
         let at = name.as_ptr().addr().checked_sub(entities.as_ptr().addr())?;
-        let before = entities.get(..value.start)?;
+        let (before, after) = (entities.get(..value.start)?, entities.get(value.end..)?);
+        if before.len() + after.len() > Self::MAX_BYTES {
+            return None;
+        }
         let template = Self {
             before: before.into(),
-            after: entities.get(value.end..)?.into(),
+            after: after.into(),
             name: at..at + name.len(),
         };
         let back = template.parse(entities)?;
@@ -414,6 +421,25 @@ mod tests {
             ),
             Err(e) => format!("{:?}: {}", e.code, e.message),
         }
+    }
+
+    /// A column template is bounded: an entity column with a long name keeps
+    /// none (its bodies still parse through the body's template).
+    #[test]
+    fn a_long_column_name_keeps_no_column_template() {
+        let name = "n".repeat(ColumnTemplate::MAX_BYTES);
+        let body = |v: u32| format!(r#"{{"features":["v:a"],"entities":{{"{name}":[{v}]}}}}"#);
+        let (first, next) = (body(1), body(2));
+        assert_eq!(
+            outcome(parse_request(first.as_bytes())),
+            outcome(parse_whole(first.as_bytes()))
+        );
+        let kept = KEPT.with_borrow(|k| k.find(next.as_bytes()).map(|(t, _)| t.column.is_some()));
+        assert_eq!(kept, Some(false));
+        assert_eq!(
+            outcome(parse_request(next.as_bytes())),
+            outcome(parse_whole(next.as_bytes()))
+        );
     }
 
     /// A body parsed through a kept template reads exactly as it does parsed
