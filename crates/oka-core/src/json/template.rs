@@ -97,6 +97,23 @@ pub fn locate<const N: usize>(body: &str, fields: [&str; N]) -> Option<[Option<R
     }))
 }
 
+/// The one JSON value in `text` between the bytes `before` and `after`,
+/// parsed by serde_json, and what follows `after`; `None` when `text` does not
+/// start with `before`, has no complete value next, or has other bytes than
+/// `after` after it. The rule a template relies on, one value at a time: the
+/// bytes around the value are compared, only the value is parsed.
+pub fn between<'t, T: serde::Deserialize<'t>>(
+    text: &'t str,
+    before: &str,
+    after: &str,
+) -> Option<(T, &'t str)> {
+    let rest = text.strip_prefix(before)?;
+    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<T>();
+    let value = values.next()?.ok()?;
+    let rest = rest.get(values.byte_offset()..)?.strip_prefix(after)?;
+    Some((value, rest))
+}
+
 /// The one field of the JSON object `object`: its name (borrowed from
 /// `object` when it has no escapes) and where its value is (its bytes,
 /// without the whitespace around them); `None` when `object` is not an
@@ -192,6 +209,26 @@ mod tests {
         let escaped = r#"{"k\u0065ys": 7}"#;
         let [at] = locate(escaped, ["keys"]).unwrap();
         assert_eq!(&escaped[at.unwrap()], "7");
+    }
+
+    #[test]
+    fn a_value_between_known_bytes_is_parsed_alone() {
+        let between = |t| between::<serde_json::Value>(t, "{\"a\":", "}");
+        assert_eq!(
+            between(r#"{"a":[1, 2]},x"#),
+            Some((serde_json::json!([1, 2]), ",x"))
+        );
+        assert_eq!(between(r#"{"a": "s"}"#), Some((serde_json::json!("s"), "")));
+        for no in [
+            r#"{"b":1}"#,
+            r#"{"a":}"#,
+            r#"{"a":1 }"#,
+            r#"{"a":1,"a":2}"#,
+            r#"{"a":1x}"#,
+            r#"{"a":"#,
+        ] {
+            assert!(between(no).is_none(), "{no}");
+        }
     }
 
     #[test]

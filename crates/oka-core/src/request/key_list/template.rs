@@ -19,7 +19,7 @@ use serde::de::{DeserializeSeed, IgnoredAny, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::{KeyList, KeyValue};
-use crate::json::template::only_field;
+use crate::json::template::{between, only_field};
 
 /// The bytes around the value of a key list's objects, each one field of one
 /// name, and between the objects: for `[{"id": "a"}, {"id": "b"}]`, `{"id": `,
@@ -86,14 +86,11 @@ impl ObjectTemplate {
         let mut list = KeyList::with_last_room();
         let id = list.intern(&self.name);
         loop {
-            rest = rest.strip_prefix(&*self.before)?;
-            let mut values = serde_json::Deserializer::from_str(rest).into_iter::<KeyValue>();
-            let value = values.next()?.ok()?;
+            let (value, next) = between::<KeyValue>(rest, &self.before, &self.after)?;
             if matches!(value, KeyValue::Other(_)) {
                 return None;
             }
-            rest = rest.get(values.byte_offset()..)?;
-            rest = rest.strip_prefix(&*self.after)?;
+            rest = next;
             list.push_one(id, value);
             match rest.strip_prefix(&*self.between) {
                 Some(next) => rest = next,

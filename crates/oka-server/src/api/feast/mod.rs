@@ -330,10 +330,8 @@ impl ColumnTemplate {
     /// `entities` parsed as this template's column; `None` when they are not
     /// its bytes around one JSON list (the caller parses them whole).
     fn parse<'b>(&self, entities: &'b str) -> Option<Columns<'b>> {
-        let rest = entities.strip_prefix(&*self.before)?;
-        let mut lists = serde_json::Deserializer::from_str(rest).into_iter::<Vec<Json>>();
-        let values = lists.next()?.ok()?;
-        if rest.get(lists.byte_offset()..)? != &*self.after {
+        let (values, rest) = template::between::<Vec<Json>>(entities, &self.before, &self.after)?;
+        if !rest.is_empty() {
             return None;
         }
         let mut columns = Columns::with_capacity_and_hasher(1, Default::default());
