@@ -53,9 +53,7 @@ pub fn write_response(
             if k > 0 {
                 out.push(b',');
             }
-            out.push(b'"');
-            out.extend_from_slice(o.map_or(INVALID_KEY, Outcome::status).as_bytes());
-            out.push(b'"');
+            write_status(o, out);
         }
         out.push(b']');
     }
@@ -64,6 +62,17 @@ pub fn write_response(
     out.extend_from_slice(b",\"server_id\":");
     out.extend_from_slice(server_id.as_bytes());
     out.push(b'}');
+}
+
+/// A key's status as a JSON string: [`Outcome::status`], or [`INVALID_KEY`]
+/// for a refused key; each a literal, so a copy of known length, not a call.
+fn write_status(o: Option<&Outcome>, out: &mut Vec<u8>) {
+    match o {
+        Some(Outcome::Present(_)) => out.extend_from_slice(b"\"present\""),
+        Some(Outcome::Missing) => out.extend_from_slice(b"\"missing\""),
+        Some(Outcome::Error(_)) => out.extend_from_slice(b"\"error\""),
+        None => out.extend_from_slice(b"\"invalid_key\""),
+    }
 }
 
 /// The code of a key whose UDF failed, in `errors`.
@@ -174,6 +183,18 @@ impl Stamps {
     }
 
     fn row(&mut self, entity: &Entity, row: &Row, out: &mut Vec<u8>) {
+        // A record with every column (all but a record read from an older
+        // schema): each value after the bytes its entity keeps before it.
+        if row.columns.len() >= entity.columns.len() && !entity.columns.is_empty() {
+            for (c, before) in entity.answer_fields() {
+                out.extend_from_slice(before);
+                if let Some(v) = row.columns.get(*c) {
+                    self.value(v, out);
+                }
+            }
+            out.push(b'}');
+            return;
+        }
         out.push(b'{');
         let mut first = true;
         for &c in entity.answer_order() {
@@ -300,6 +321,63 @@ pub mod openapi {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_is_written_in_its_entitys_answer_order() {
+        use crate::entity::Column;
+        use crate::value::FieldType;
+        let column = |name: &str, ty| Column {
+            name: name.into(),
+            ty,
+        };
+        let columns = vec![
+            column("id", FieldType::String),
+            column("ts", FieldType::Timestamp),
+            column("v\"1", FieldType::Float),
+        ];
+        let entity = Entity::new("E", columns, vec![0], 1);
+        let t = Timestamp(1_764_936_000_000_000);
+        let row = Row::new(
+            t,
+            vec![
+                Value::String("k".into()),
+                Value::Timestamp(t),
+                Value::Float(2.0),
+            ],
+        );
+        let short = Row::new(t, vec![Value::String("k".into()), Value::Timestamp(t)]);
+        let write = |entity: &Entity, row: &Row| {
+            let mut out = Vec::new();
+            write_row(entity, row, TimeFormat::NaiveUtc, &mut out);
+            String::from_utf8(out).unwrap()
+        };
+        let ts = r#""2025-12-05T12:00:00""#;
+        assert_eq!(
+            write(&entity, &row),
+            format!(r#"{{"id":"k","ts":{ts},"v\"1":2.0}}"#)
+        );
+        // A record from an older schema, without its last column.
+        assert_eq!(write(&entity, &short), format!(r#"{{"id":"k","ts":{ts}}}"#));
+        let entity = entity.answering_in(vec![2, 0, 1]).unwrap();
+        assert_eq!(
+            write(&entity, &row),
+            format!(r#"{{"v\"1":2.0,"id":"k","ts":{ts}}}"#)
+        );
+        assert_eq!(write(&entity, &short), format!(r#"{{"id":"k","ts":{ts}}}"#));
+    }
+
+    #[test]
+    fn a_status_is_written_as_its_name() {
+        let present = Outcome::Present(Vec::new().into());
+        let missing = Outcome::Missing;
+        let error = Outcome::Error("why".into());
+        for o in [Some(&present), Some(&missing), Some(&error), None] {
+            let mut got = Vec::new();
+            write_status(o, &mut got);
+            let name = o.map_or(INVALID_KEY, Outcome::status);
+            assert_eq!(String::from_utf8_lossy(&got), format!("\"{name}\""));
+        }
+    }
 
     #[test]
     fn a_remembered_timestamp_is_written_as_when_formatted() {

@@ -22,6 +22,18 @@ pub fn position_near<T>(items: &[T], hint: usize, matches: impl Fn(&T) -> bool) 
     }
 }
 
+/// Each column of `order` with the bytes before its value in a record:
+/// the object's `{` or a `,`, then its JSON key (`json_keys`).
+fn answer_fields(json_keys: &[Box<[u8]>], order: &[usize]) -> Box<[(usize, Box<[u8]>)]> {
+    (order.iter().enumerate())
+        .map(|(i, &c)| {
+            let key = json_keys.get(c).map_or(&[][..], |k| k);
+            let before = [if i == 0 { &b"{"[..] } else { b"," }, key].concat();
+            (c, before.into_boxed_slice())
+        })
+        .collect()
+}
+
 /// An entity schema. Columns are the key fields, then the timestamp, then the value
 /// fields.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +52,9 @@ pub struct Entity {
     /// The columns in the order a record is answered (JSON): a permutation of the
     /// column indices.
     pub(crate) answer_order: Box<[usize]>,
+    /// Each column of [`Self::answer_order`] with the bytes a record writes
+    /// before its value: `{"name":` for the first, `,"name":` for the others.
+    answer_fields: Box<[(usize, Box<[u8]>)]>,
 }
 
 impl Entity {
@@ -51,7 +66,7 @@ impl Entity {
         key_index: Vec<usize>,
         timestamp_index: usize,
     ) -> Self {
-        let json_keys = columns
+        let json_keys: Box<[Box<[u8]>]> = columns
             .iter()
             .map(|c| {
                 let mut k = Vec::with_capacity(c.name.len() + 3);
@@ -60,7 +75,8 @@ impl Entity {
                 k.into_boxed_slice()
             })
             .collect();
-        let answer_order = (0..columns.len()).collect();
+        let answer_order: Box<[usize]> = (0..columns.len()).collect();
+        let answer_fields = answer_fields(&json_keys, &answer_order);
         Self {
             name: name.into(),
             columns,
@@ -68,6 +84,7 @@ impl Entity {
             timestamp_index,
             json_keys,
             answer_order,
+            answer_fields,
         }
     }
 
@@ -85,12 +102,19 @@ impl Entity {
             return None;
         }
         self.answer_order = order.into();
+        self.answer_fields = answer_fields(&self.json_keys, &self.answer_order);
         Some(self)
     }
 
     /// The column indices in the order a record is answered.
     pub fn answer_order(&self) -> &[usize] {
         &self.answer_order
+    }
+
+    /// The columns in the order a record is answered, each with the bytes
+    /// written before its value (`{"name":` for the first, `,"name":` after).
+    pub fn answer_fields(&self) -> &[(usize, Box<[u8]>)] {
+        &self.answer_fields
     }
 
     /// The column names that appear more than once (each repetition).

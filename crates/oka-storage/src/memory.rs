@@ -3,6 +3,9 @@
 //! never contend; a shard's lock is held only for the copy-out of `Arc`-shared rows.
 
 use std::collections::{HashMap, VecDeque};
+
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -34,11 +37,15 @@ impl History {
 /// (the default hasher was a visible share of a 100-key read).
 type Hasher = foldhash::fast::RandomState;
 
+/// One shard of a table: its keys with their histories, found by the key's
+/// hash (the one hash that also picks the shard).
+type Shard = HashTable<(EntityKey, History)>;
+
 #[derive(Debug)]
 struct Table {
-    shards: Box<[RwLock<HashMap<EntityKey, History, Hasher>>]>,
-    /// Picks a key's shard (a different seed from the shards' own maps).
-    shard_hasher: Hasher,
+    shards: Box<[RwLock<Shard>]>,
+    /// Hashes a key once, for its shard and its place in the shard.
+    hasher: Hasher,
     /// Writes so far; every [`SWEEP_EVERY`] writes one shard drops its expired keys.
     writes: AtomicUsize,
 }
@@ -49,10 +56,8 @@ const SWEEP_EVERY: usize = 1024;
 impl Table {
     fn new() -> Self {
         Self {
-            shards: (0..SHARDS)
-                .map(|_| RwLock::new(HashMap::with_hasher(Hasher::default())))
-                .collect(),
-            shard_hasher: Hasher::default(),
+            shards: (0..SHARDS).map(|_| RwLock::new(HashTable::new())).collect(),
+            hasher: Hasher::default(),
             writes: AtomicUsize::new(0),
         }
     }
@@ -65,12 +70,19 @@ impl Table {
         for i in 0..sweeps.min(SHARDS) {
             let shard = (before / SWEEP_EVERY + i) % SHARDS;
             let now = Instant::now();
-            self.shards[shard].write().retain(|_, h| h.live(now));
+            self.shards[shard].write().retain(|(_, h)| h.live(now));
         }
     }
 
-    fn shard(&self, key: &EntityKey) -> &RwLock<HashMap<EntityKey, History, Hasher>> {
-        &self.shards[(self.shard_hasher.hash_one(key) as usize) % SHARDS]
+    fn hash(&self, key: &EntityKey) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    /// The shard of the key whose hash is `hash`, picked by bits the shard's
+    /// table does not use (it takes the low bits for a slot, the top seven
+    /// for a tag).
+    fn shard(&self, hash: u64) -> &RwLock<Shard> {
+        &self.shards[(hash >> 32) as usize % SHARDS]
     }
 }
 
@@ -132,9 +144,11 @@ impl FeatureStore for MemoryStore {
         let now = Instant::now();
         let mut out = KeyedRows::with_capacity(keys.len(), keys.len());
         for k in keys {
-            let shard = table.shard(k).read();
-            match shard.get(k).filter(|h| h.live(now)) {
-                Some(h) => out.push(answer(&h.rows, query)),
+            let hash = table.hash(k);
+            let shard = table.shard(hash).read();
+            let found = shard.find(hash, |(key, _)| key == k);
+            match found.filter(|(_, h)| h.live(now)) {
+                Some((_, h)) => out.push(answer(&h.rows, query)),
                 None => out.push(None),
             }
         }
@@ -150,8 +164,14 @@ impl FeatureStore for MemoryStore {
         let (bound, ttl) = history_bound(feature);
         let now = Instant::now();
         for (key, row) in records {
-            let mut shard = table.shard(key).write();
-            let history = shard.entry(key.clone()).or_default();
+            let hash = table.hash(key);
+            let mut shard = table.shard(hash).write();
+            let same = |(k, _): &(EntityKey, History)| k == key;
+            let rehash = |(k, _): &(EntityKey, History)| table.hash(k);
+            let (_, history) = match shard.entry(hash, same, rehash) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => e.insert((key.clone(), History::default())).into_mut(),
+            };
             if !history.live(now) {
                 history.rows.clear();
             }

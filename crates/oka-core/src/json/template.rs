@@ -107,11 +107,16 @@ pub fn between<'t, T: serde::Deserialize<'t>>(
     before: &str,
     after: &str,
 ) -> Option<(T, &'t str)> {
-    let rest = text.strip_prefix(before)?;
-    let mut values = serde_json::Deserializer::from_str(rest).into_iter::<T>();
+    let (value, rest) = first_value(text.strip_prefix(before)?)?;
+    Some((value, rest.strip_prefix(after)?))
+}
+
+/// The JSON value `text` starts with, parsed by serde_json, and the bytes
+/// after it; `None` when `text` does not start with a complete value.
+pub fn first_value<'t, T: serde::Deserialize<'t>>(text: &'t str) -> Option<(T, &'t str)> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<T>();
     let value = values.next()?.ok()?;
-    let rest = rest.get(values.byte_offset()..)?.strip_prefix(after)?;
-    Some((value, rest))
+    Some((value, text.get(values.byte_offset()..)?))
 }
 
 /// The one field of the JSON object `object`: its name (borrowed from

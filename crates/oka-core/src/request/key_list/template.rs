@@ -19,7 +19,7 @@ use serde::de::{DeserializeSeed, IgnoredAny, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::{KeyList, KeyValue};
-use crate::json::template::{between, only_field};
+use crate::json::template::{first_value, only_field};
 
 /// The bytes around the value of a key list's objects, each one field of one
 /// name, and between the objects: for `[{"id": "a"}, {"id": "b"}]`, `{"id": `,
@@ -30,10 +30,12 @@ pub struct ObjectTemplate {
     name: CompactString,
     /// An object's bytes before its value.
     before: Box<str>,
-    /// An object's bytes after its value.
-    after: Box<str>,
-    /// The bytes between two objects (a comma, perhaps with whitespace).
-    between: Box<str>,
+    /// The bytes from one object's value to the next's: the bytes after a
+    /// value, those between two objects (a comma, perhaps with whitespace),
+    /// and those before a value, compared at once.
+    next: Box<str>,
+    /// The bytes after the last object's value: those after a value, and `]`.
+    last: Box<str>,
 }
 
 impl ObjectTemplate {
@@ -71,8 +73,8 @@ impl ObjectTemplate {
         let template = Self {
             name: name.clone(),
             before: before.into(),
-            after: after.into(),
-            between: between.into(),
+            next: [after, between, before].concat().into(),
+            last: [after, "]"].concat().into(),
         };
         (template.parse(text).as_ref() == Some(list)).then_some(template)
     }
@@ -82,22 +84,21 @@ impl ObjectTemplate {
     /// parses it whole: there an array's or object's nesting counts the
     /// levels around it, and any other kind is refused by the key's check).
     pub fn parse(&self, text: &str) -> Option<KeyList> {
-        let mut rest = text.strip_prefix('[')?;
+        let mut rest = text.strip_prefix('[')?.strip_prefix(&*self.before)?;
         let mut list = KeyList::with_last_room();
         let id = list.intern(&self.name);
         loop {
-            let (value, next) = between::<KeyValue>(rest, &self.before, &self.after)?;
+            let (value, after) = first_value::<KeyValue>(rest)?;
             if matches!(value, KeyValue::Other(_)) {
                 return None;
             }
-            rest = next;
             list.push_one(id, value);
-            match rest.strip_prefix(&*self.between) {
+            // One comparison from a value to the next one's start.
+            match after.strip_prefix(&*self.next) {
                 Some(next) => rest = next,
-                None => break,
+                None => return (after == &*self.last).then(|| list.parsed()),
             }
         }
-        (rest == "]").then(|| list.parsed())
     }
 }
 
@@ -207,8 +208,8 @@ mod tests {
         let learn = |text: &str| ObjectTemplate::learn(text, &whole(text).unwrap());
         let t = learn(r#"[{ "k" : 1 } ,  { "k" : 2 }]"#).unwrap();
         assert_eq!(
-            (&*t.before, &*t.after, &*t.between),
-            (r#"{ "k" : "#, " }", " ,  ")
+            (&*t.before, &*t.next, &*t.last),
+            (r#"{ "k" : "#, r#" } ,  { "k" : "#, " }]")
         );
         // Python's `json.dumps`, and a list of one (joined by a comma).
         let python = r#"[{"id": "a"}, {"id": "b"}, {"id": 3}]"#;
@@ -216,7 +217,7 @@ mod tests {
             learn(python).unwrap().parse(python).unwrap(),
             whole(python).unwrap()
         );
-        assert_eq!(&*learn(r#"[{"id": "a"}]"#).unwrap().between, ",");
+        assert_eq!(&*learn(r#"[{"id": "a"}]"#).unwrap().next, r#"},{"id": "#);
         // The name as parsed, the bytes as sent.
         let t = learn(r#"[{"\u0069d":"x"}]"#).unwrap();
         assert_eq!((t.name.as_str(), &*t.before), ("id", r#"{"\u0069d":"#));
