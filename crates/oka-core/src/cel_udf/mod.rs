@@ -20,9 +20,10 @@ use std::sync::Arc;
 use cel::common::types::CelList;
 use cel::common::value::Val;
 use cel::{Context, Env, Program};
+use smallvec::SmallVec;
 
 use crate::entity::Entity;
-use crate::udf::{Input, UdfCall, UdfError, default_column};
+use crate::udf::{Input, UdfCall, UdfError};
 use crate::value::{FieldType, Row, Timestamp, Value};
 
 use convert::{record_to_val, to_val};
@@ -172,7 +173,7 @@ impl CelUdf {
     ) -> Option<Result<Row, UdfError>> {
         if let Some(step) = self.fast_step(call.output, call.now) {
             // An operand that is not a double: back to the interpreter.
-            return step.row_of(call, |i| call.default_column(i)).map(Ok);
+            return step.row_of(call, call.key).map(Ok);
         }
         let mut out = call.output();
         for (i, f) in fast.iter().enumerate() {
@@ -195,7 +196,7 @@ impl CelUdf {
     pub fn fast_step<'a>(&'a self, output: &'a Entity, now: Timestamp) -> Option<FastStep<'a>> {
         let fast = self.fast.as_deref()?;
         let whole = self.fast_fits && fast.len() == output.columns.len() && now.is_rfc3339();
-        whole.then_some(FastStep { fast, output, now })
+        whole.then(|| FastStep::new(fast, output, now))
     }
 
     /// Evaluates the expressions for one key.
@@ -260,43 +261,70 @@ impl CelUdf {
 /// A CEL UDF's records from their fast forms ([`CelUdf::fast_step`]): the
 /// same record [`CelUdf::row`] makes for a key, built in one pass, without the
 /// row builder's checks (which would pass).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct FastStep<'a> {
-    fast: &'a [Option<Fast>],
-    output: &'a Entity,
+    /// Where each column of a record comes from, in column order.
+    sources: SmallVec<[Source<'a>; 4]>,
     now: Timestamp,
 }
 
-impl FastStep<'_> {
+/// Where one column of a fast record comes from: what
+/// [`crate::udf::default_column`] gives a column without an expression, or its
+/// fast form.
+#[derive(Debug, Clone, Copy)]
+enum Source<'a> {
+    /// The key's value of the entity's key field at this position.
+    Key(usize),
+    /// The request's time.
+    Now,
+    /// A value field without an expression.
+    Null,
+    /// The column's expression.
+    Fast(&'a Fast),
+}
+
+impl<'a> FastStep<'a> {
+    fn new(fast: &'a [Option<Fast>], output: &Entity, now: Timestamp) -> Self {
+        let source = |(c, f): (usize, &'a Option<Fast>)| match f {
+            Some(Fast::Now) => Source::Now,
+            Some(f) => Source::Fast(f),
+            None if c == output.timestamp_index => Source::Now,
+            None => output
+                .key_columns()
+                .position(|k| k == c)
+                .map_or(Source::Null, Source::Key),
+        };
+        let sources = fast.iter().enumerate().map(source).collect();
+        Self { sources, now }
+    }
+
     /// The record of the key whose inputs' records are `records` (one per
     /// input, each a `latest` read's), with the step's `args` and the key's
     /// values `key`; `None` when an operand is not a double (the key's UDF
     /// call then falls back to the interpreter, which reports CEL's error).
     pub fn row(&self, records: &[&Row], args: &[Value], key: &[Value]) -> Option<Row> {
-        let operands = KeyOperands { records, args };
-        self.row_of(&operands, |c| default_column(self.output, key, self.now, c))
+        self.row_of(&KeyOperands { records, args }, key)
     }
 
-    fn row_of<O: fast::Operands>(
-        &self,
-        operands: &O,
-        default: impl Fn(usize) -> Value,
-    ) -> Option<Row> {
-        let mut doubles = true;
-        let row: Arc<[Value]> = (self.fast.iter().enumerate())
-            .map(|(i, f)| match f {
-                None => default(i),
-                Some(Fast::Now) => Value::Timestamp(self.now),
-                Some(f) => f.eval(operands).map_or_else(
-                    || {
-                        doubles = false;
-                        Value::Null
-                    },
-                    Value::Float,
-                ),
+    fn row_of<O: fast::Operands>(&self, operands: &O, key: &[Value]) -> Option<Row> {
+        let column = |source: &Source<'_>| {
+            Some(match *source {
+                Source::Key(p) => key.get(p).cloned().unwrap_or(Value::Null),
+                Source::Now => Value::Timestamp(self.now),
+                Source::Null => Value::Null,
+                Source::Fast(f) => Value::Float(f.eval(operands)?),
             })
-            .collect();
-        doubles.then(|| Row::new(self.now, row))
+        };
+        // The common widths built in place, as an array the record keeps;
+        // wider records through an iterator.
+        let columns: Arc<[Value]> = match self.sources.as_slice() {
+            [a] => Arc::new([column(a)?]),
+            [a, b] => Arc::new([column(a)?, column(b)?]),
+            [a, b, c] => Arc::new([column(a)?, column(b)?, column(c)?]),
+            [a, b, c, d] => Arc::new([column(a)?, column(b)?, column(c)?, column(d)?]),
+            sources => sources.iter().map(column).collect::<Option<_>>()?,
+        };
+        Some(Row::new(self.now, columns))
     }
 }
 
@@ -373,6 +401,90 @@ features:
             Timestamp(5),
             vec![Value::from("k"), Value::Timestamp(Timestamp(5)), a, b],
         )
+    }
+
+    /// A step's fast record is the interpreter's for records of every width:
+    /// the widths built as arrays and the wider ones, two key fields, a
+    /// timestamp before or among the fields.
+    #[test]
+    fn a_fast_record_of_any_width_is_the_interpreters() {
+        const WIDTHS: &str = r#"
+version: 1
+entities:
+  B:
+    keys: {id: string}
+    timestamp: ts
+    fields: {x: float}
+  W3:
+    keys: {id: string}
+    timestamp: ts
+    fields: {v: float}
+  W5:
+    keys: {id: string, n: int}
+    timestamp: ts
+    fields: {a: float, b: float}
+  W6:
+    keys: {id: string}
+    timestamp: ts
+    fields: {a: float, b: float, c: float, d: float}
+features:
+  base:
+    kind: pipeline
+    entity: B
+  w3:
+    kind: on_demand
+    entity: W3
+    dependencies: [base]
+    udf: {expr: {v: "base.x * 2.0"}}
+  w5:
+    kind: on_demand
+    entity: W5
+    dependencies: [base]
+    udf: {expr: {a: "base.x + 1.0", b: "base.x - 1.0", ts: "now"}}
+  w6:
+    kind: on_demand
+    entity: W6
+    dependencies: [base]
+    udf: {expr: {a: "base.x", b: "-base.x", c: "base.x / 4.0", d: "3.0"}}
+"#;
+        let r = Registry::from_yaml("t", WIDTHS, &NativeUdfs::new()).unwrap();
+        let now = Timestamp(1_744_970_400_123_456);
+        let base = Row::new(
+            now,
+            vec![Value::from("k"), Value::Timestamp(now), Value::Float(1.25)],
+        );
+        for (name, key) in [
+            ("w3", vec![Value::from("k")]),
+            ("w5", vec![Value::from("k"), Value::Int(7)]),
+            ("w6", vec![Value::from("k")]),
+        ] {
+            let (udf, feature) = udf(&r, name);
+            let FeatureKind::OnDemand {
+                input_names,
+                input_entities,
+                arg_names,
+                ..
+            } = &feature.kind
+            else {
+                panic!()
+            };
+            let inputs = [Input::One(base.clone())];
+            let call = UdfCall {
+                feature: &feature.name,
+                input_names,
+                input_entities,
+                inputs: &inputs,
+                arg_names,
+                args: &[],
+                output: &feature.entity,
+                key: &key,
+                now,
+            };
+            let step = udf.fast_step(&feature.entity, now).expect(name);
+            let got = step.row(&[&base], &[], &key).expect(name);
+            let want = udf.call_interpreted(&call).unwrap();
+            assert_eq!(format!("{:?}", [got]), format!("{want:?}"), "{name}");
+        }
     }
 
     /// The fast path gives exactly the interpreter's answer (same bits, same errors),
