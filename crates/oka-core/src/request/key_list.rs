@@ -182,15 +182,17 @@ impl KeyList {
         out
     }
 
-    /// An empty list with room for `hint` one-field objects (at most
-    /// [`MAX_LEN_HINT`]; a short list takes the vectors' own first room, four).
+    /// An empty list with room for `hint` one-field objects (at least the
+    /// four a vector's first growth gives, at most [`MAX_LEN_HINT`]), made
+    /// with the room: a vector's growth from empty costs a 1-key request
+    /// more than its allocation.
     fn with_room(hint: usize) -> Self {
-        let mut list = Self::new();
-        if hint > 4 {
-            list.fields.reserve(hint.min(MAX_LEN_HINT));
-            list.ends.reserve(hint.min(MAX_LEN_HINT));
+        let room = hint.clamp(4, MAX_LEN_HINT);
+        Self {
+            fields: Vec::with_capacity(room),
+            ends: Vec::with_capacity(room),
+            ..Self::new()
         }
-        list
     }
 
     /// An empty list with the room of the last list this thread parsed

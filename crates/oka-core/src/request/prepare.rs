@@ -56,7 +56,8 @@ impl Registry {
         let udf_args = self.arg_maps(req.udf_args.as_ref(), "`udf_args`")?;
         self.check_query_args(&query_args)?;
         let mut groups = Vec::with_capacity(group_of.len());
-        let mut fetches = Vec::new();
+        // Most groups read one feature: room for that, made at once.
+        let mut fetches = Vec::with_capacity(group_of.len());
         for (list, mut ts) in group_of {
             static NO_KEYS: KeyList = KeyList::new();
             let keys: &KeyList = match list {
