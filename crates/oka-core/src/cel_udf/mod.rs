@@ -403,6 +403,35 @@ features:
         )
     }
 
+    /// The call of on-demand `feature` for one key.
+    fn call_of<'a>(
+        feature: &'a crate::Feature,
+        (inputs, args): (&'a [Input], &'a [Value]),
+        key: &'a [Value],
+        now: Timestamp,
+    ) -> UdfCall<'a> {
+        let FeatureKind::OnDemand {
+            input_names,
+            input_entities,
+            arg_names,
+            ..
+        } = &feature.kind
+        else {
+            panic!("{} is not on-demand", feature.name)
+        };
+        UdfCall {
+            feature: &feature.name,
+            input_names,
+            input_entities,
+            inputs,
+            arg_names,
+            args,
+            output: &feature.entity,
+            key,
+            now,
+        }
+    }
+
     /// A step's fast record is the interpreter's for records of every width:
     /// the widths built as arrays and the wider ones, two key fields, a
     /// timestamp before or among the fields.
@@ -459,27 +488,8 @@ features:
             ("w6", vec![Value::from("k")]),
         ] {
             let (udf, feature) = udf(&r, name);
-            let FeatureKind::OnDemand {
-                input_names,
-                input_entities,
-                arg_names,
-                ..
-            } = &feature.kind
-            else {
-                panic!()
-            };
             let inputs = [Input::One(base.clone())];
-            let call = UdfCall {
-                feature: &feature.name,
-                input_names,
-                input_entities,
-                inputs: &inputs,
-                arg_names,
-                args: &[],
-                output: &feature.entity,
-                key: &key,
-                now,
-            };
+            let call = call_of(feature, (&inputs, &[]), &key, now);
             let step = udf.fast_step(&feature.entity, now).expect(name);
             let got = step.row(&[&base], &[], &key).expect(name);
             let want = udf.call_interpreted(&call).unwrap();
@@ -496,15 +506,6 @@ features:
         let (fast, feature) = udf(&r, "fast_only");
         assert!(!arith.is_fast(), "a function call has no fast form");
         assert!(fast.is_fast());
-        let FeatureKind::OnDemand {
-            input_names,
-            input_entities,
-            arg_names,
-            ..
-        } = &feature.kind
-        else {
-            panic!()
-        };
         let doubles = [
             0.0,
             -0.0,
@@ -523,17 +524,8 @@ features:
                         let inputs = [Input::One(row(a.clone(), Value::Float(b)))];
                         let args = [m.clone()];
                         let key = [Value::from("k")];
-                        let call = UdfCall {
-                            feature: &feature.name,
-                            input_names,
-                            input_entities,
-                            inputs: &inputs,
-                            arg_names,
-                            args: &args,
-                            output: &feature.entity,
-                            key: &key,
-                            now: Timestamp(1_744_970_400_123_456),
-                        };
+                        let now = Timestamp(1_744_970_400_123_456);
+                        let call = call_of(feature, (&inputs, &args), &key, now);
                         let got = fast.call(&call);
                         let want = fast.call_interpreted(&call);
                         // A step's record for the key, from the same record and
