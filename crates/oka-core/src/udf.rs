@@ -128,7 +128,7 @@ impl<'a> UdfCall<'a> {
     /// Column `c` of an output record before a UDF sets it: the request's key
     /// value for a key field, `now` for the timestamp, else null.
     pub fn default_column(&self, c: usize) -> Value {
-        default_column(self.output, self.key, self.now, c)
+        Preset::of(self.output, c).value(self.key, self.now)
     }
 
     /// Starts an output record: keys from the request, timestamp `now`, value
@@ -351,16 +351,37 @@ impl fmt::Debug for NativeUdfs {
     }
 }
 
-/// Column `c` of a record of `entity` for the key whose key field values are
-/// `key` (in the entity's key order) before a UDF sets it: the key value for a
-/// key field, `now` for the timestamp, else null.
-pub fn default_column(entity: &Entity, key: &[Value], now: Timestamp, c: usize) -> Value {
-    if c == entity.timestamp_index {
-        return Value::Timestamp(now);
+/// What a column of an output record holds before a UDF sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preset {
+    /// The key's value of the entity's key field at this position (in key
+    /// order).
+    Key(usize),
+    /// The request's time (the timestamp column).
+    Now,
+    /// Null (a value field).
+    Null,
+}
+
+impl Preset {
+    /// What column `c` of an `entity` record holds before a UDF sets it.
+    pub fn of(entity: &Entity, c: usize) -> Self {
+        if c == entity.timestamp_index {
+            return Self::Now;
+        }
+        entity
+            .key_columns()
+            .position(|k| k == c)
+            .map_or(Self::Null, Self::Key)
     }
-    entity
-        .key_columns()
-        .zip(key)
-        .find(|(slot, _)| *slot == c)
-        .map_or(Value::Null, |(_, v)| v.clone())
+
+    /// The value, for the key whose key field values are `key` (in the
+    /// entity's key order) at time `now`.
+    pub fn value(self, key: &[Value], now: Timestamp) -> Value {
+        match self {
+            Self::Key(p) => key.get(p).cloned().unwrap_or(Value::Null),
+            Self::Now => Value::Timestamp(now),
+            Self::Null => Value::Null,
+        }
+    }
 }

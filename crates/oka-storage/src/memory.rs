@@ -3,15 +3,14 @@
 //! never contend; a shard's lock is held only for the copy-out of `Arc`-shared rows.
 
 use std::collections::{HashMap, VecDeque};
-
-use hashbrown::HashTable;
-use hashbrown::hash_table::Entry;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 use oka_core::{EntityKey, Feature, KeyedRows, Query, Row};
 use parking_lot::RwLock;
 

@@ -71,6 +71,9 @@ impl CelUdf {
                 Some(_) => c.ty == FieldType::Float,
             })
         });
+        let fast_record = (fast.as_deref())
+            .filter(|_| fast_fits)
+            .map(|fast| super::record_sources(fast, output));
         Ok(Self {
             env: Arc::clone(env),
             programs,
@@ -78,7 +81,7 @@ impl CelUdf {
             args_used,
             now_used,
             fast,
-            fast_fits,
+            fast_record,
         })
     }
 }

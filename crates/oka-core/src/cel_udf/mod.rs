@@ -20,10 +20,9 @@ use std::sync::Arc;
 use cel::common::types::CelList;
 use cel::common::value::Val;
 use cel::{Context, Env, Program};
-use smallvec::SmallVec;
 
 use crate::entity::Entity;
-use crate::udf::{Input, UdfCall, UdfError};
+use crate::udf::{Input, Preset, UdfCall, UdfError};
 use crate::value::{FieldType, Row, Timestamp, Value};
 
 use convert::{record_to_val, to_val};
@@ -138,8 +137,9 @@ pub struct CelUdf {
     /// the UDF has one (plain `double` arithmetic over fields, arguments and
     /// literals, or `now`).
     fast: Option<Vec<Option<Fast>>>,
-    /// Whether every fast form's value fits its output column (decided at load).
-    fast_fits: bool,
+    /// Where each column of a fast record comes from, decided at load: when
+    /// every column has a fast form and every fast value fits its column.
+    fast_record: Option<Box<[Source]>>,
 }
 
 impl fmt::Debug for CelUdf {
@@ -193,10 +193,10 @@ impl CelUdf {
     /// The fast forms of the whole record, for a step to evaluate key by key
     /// without a [`UdfCall`] each: when every column has one, every value fits
     /// its column (decided at load) and `now` is within RFC 3339's years.
-    pub fn fast_step<'a>(&'a self, output: &'a Entity, now: Timestamp) -> Option<FastStep<'a>> {
-        let fast = self.fast.as_deref()?;
-        let whole = self.fast_fits && fast.len() == output.columns.len() && now.is_rfc3339();
-        whole.then(|| FastStep::new(fast, output, now))
+    pub fn fast_step(&self, output: &Entity, now: Timestamp) -> Option<FastStep<'_>> {
+        let sources = self.fast_record.as_deref()?;
+        let whole = sources.len() == output.columns.len() && now.is_rfc3339();
+        whole.then_some(FastStep { sources, now })
     }
 
     /// Evaluates the expressions for one key.
@@ -261,43 +261,35 @@ impl CelUdf {
 /// A CEL UDF's records from their fast forms ([`CelUdf::fast_step`]): the
 /// same record [`CelUdf::row`] makes for a key, built in one pass, without the
 /// row builder's checks (which would pass).
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct FastStep<'a> {
     /// Where each column of a record comes from, in column order.
-    sources: SmallVec<[Source<'a>; 4]>,
+    sources: &'a [Source],
     now: Timestamp,
 }
 
-/// Where one column of a fast record comes from: what
-/// [`crate::udf::default_column`] gives a column without an expression, or its
-/// fast form.
-#[derive(Debug, Clone, Copy)]
-enum Source<'a> {
-    /// The key's value of the entity's key field at this position.
-    Key(usize),
-    /// The request's time.
-    Now,
-    /// A value field without an expression.
-    Null,
+/// Where one column of a fast record comes from: what it holds before a UDF
+/// sets it, for a column without an expression, or its fast form.
+#[derive(Debug, Clone)]
+enum Source {
+    /// A column without an expression.
+    Preset(Preset),
     /// The column's expression.
-    Fast(&'a Fast),
+    Fast(Fast),
 }
 
-impl<'a> FastStep<'a> {
-    fn new(fast: &'a [Option<Fast>], output: &Entity, now: Timestamp) -> Self {
-        let source = |(c, f): (usize, &'a Option<Fast>)| match f {
-            Some(Fast::Now) => Source::Now,
-            Some(f) => Source::Fast(f),
-            None if c == output.timestamp_index => Source::Now,
-            None => output
-                .key_columns()
-                .position(|k| k == c)
-                .map_or(Source::Null, Source::Key),
-        };
-        let sources = fast.iter().enumerate().map(source).collect();
-        Self { sources, now }
-    }
+/// Where each column of an `output` record comes from, given the columns'
+/// fast forms (`None`: the column has no expression).
+fn record_sources(fast: &[Option<Fast>], output: &Entity) -> Box<[Source]> {
+    let source = |(c, f): (usize, &Option<Fast>)| match f {
+        Some(Fast::Now) => Source::Preset(Preset::Now),
+        Some(f) => Source::Fast(f.clone()),
+        None => Source::Preset(Preset::of(output, c)),
+    };
+    fast.iter().enumerate().map(source).collect()
+}
 
+impl FastStep<'_> {
     /// The record of the key whose inputs' records are `records` (one per
     /// input, each a `latest` read's), with the step's `args` and the key's
     /// values `key`; `None` when an operand is not a double (the key's UDF
@@ -307,17 +299,15 @@ impl<'a> FastStep<'a> {
     }
 
     fn row_of<O: fast::Operands>(&self, operands: &O, key: &[Value]) -> Option<Row> {
-        let column = |source: &Source<'_>| {
-            Some(match *source {
-                Source::Key(p) => key.get(p).cloned().unwrap_or(Value::Null),
-                Source::Now => Value::Timestamp(self.now),
-                Source::Null => Value::Null,
+        let column = |source: &Source| {
+            Some(match source {
+                Source::Preset(p) => p.value(key, self.now),
                 Source::Fast(f) => Value::Float(f.eval(operands)?),
             })
         };
         // The common widths built in place, as an array the record keeps;
         // wider records through an iterator.
-        let columns: Arc<[Value]> = match self.sources.as_slice() {
+        let columns: Arc<[Value]> = match self.sources {
             [a] => Arc::new([column(a)?]),
             [a, b] => Arc::new([column(a)?, column(b)?]),
             [a, b, c] => Arc::new([column(a)?, column(b)?, column(c)?]),
