@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use futures::future::try_join_all;
 use oka_core::batch::BatchError;
 use oka_core::execute::{ExecuteError, Execution, Fetched, Outputs};
-use oka_core::request::Prepared;
+use oka_core::request::{Prepared, RequestView};
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy, Registry, Timestamp};
 use oka_telemetry::trace::RequestTrace;
 use tracing::debug;
@@ -165,8 +165,9 @@ impl Call<'_> {
 /// A parsed feature request, whichever API it came in on.
 pub(crate) struct Request<'a> {
     /// The request in Oka's terms (borrowed: a request moved into each future
-    /// between its parse and its plan would be held by each of them).
-    pub request: &'a FeatureRequest,
+    /// between its parse and its plan would be held by each of them), its key
+    /// list perhaps held apart from a kept parse of the rest.
+    pub request: RequestView<'a>,
     /// How keys that do not fit their entity are taken.
     pub keys: KeyPolicy,
     /// When the request began (its deadline counts from here).

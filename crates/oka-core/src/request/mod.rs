@@ -10,6 +10,8 @@
 //! `prepare` the preparation (`impl Registry`); `keys` the key objects parsed
 //! once per entity.
 
+use std::sync::Arc;
+
 use indexmap::IndexMap;
 use serde::Deserialize;
 
@@ -73,6 +75,58 @@ impl FeatureRequest {
         "udf_args",
         "deadline_ms",
     ];
+}
+
+/// A feature request whose key list may be held apart from the rest of it: a
+/// body parsed through a template its worker kept shares the kept parse and
+/// brings only its own keys (no copy of the targets and arguments per request).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestView<'a> {
+    /// The request; its `keys` are not read (`keys` stands for them).
+    pub request: &'a FeatureRequest,
+    /// Its key list.
+    pub keys: Option<&'a KeyList>,
+}
+
+impl<'a> From<&'a FeatureRequest> for RequestView<'a> {
+    fn from(request: &'a FeatureRequest) -> Self {
+        Self {
+            request,
+            keys: request.keys.as_ref(),
+        }
+    }
+}
+
+/// A feature request with its key list held apart and the rest shared: the
+/// parse a serving worker kept for bodies that differ only in their keys, or
+/// the targets of a Feast request's shape. Cloning it copies the keys only.
+#[derive(Debug, Clone)]
+pub struct SharedRequest {
+    /// The request; its `keys` are `None` (`keys` holds them).
+    pub rest: Arc<FeatureRequest>,
+    /// Its key list.
+    pub keys: Option<KeyList>,
+}
+
+impl SharedRequest {
+    /// The request as the request path reads it.
+    pub fn view(&self) -> RequestView<'_> {
+        RequestView {
+            request: &self.rest,
+            keys: self.keys.as_ref(),
+        }
+    }
+}
+
+impl From<FeatureRequest> for SharedRequest {
+    /// `request` with its key list taken out.
+    fn from(mut request: FeatureRequest) -> Self {
+        let keys = request.keys.take();
+        Self {
+            rest: Arc::new(request),
+            keys,
+        }
+    }
 }
 
 /// A non-negative whole number, written `250` or `250.0` (JSON does not tell them

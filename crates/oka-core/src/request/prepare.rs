@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 
 use super::keys::{EntityKeys, ParsedKeys, Use};
 use super::{ArgMap, ArgMaps, FieldMap, KeyList};
-use super::{FeatureRequest, KeyPolicy, RequestLimits, err, truncate};
+use super::{FeatureRequest, KeyPolicy, RequestLimits, RequestView, err, truncate};
 use super::{Fetch, FetchId, Group, Prepared, Target};
 use crate::error::{ErrorCode, RequestError};
 use crate::plan::{Plan, SlotQuery};
@@ -37,21 +37,23 @@ impl Registry {
         now: Timestamp,
         limits: &RequestLimits,
     ) -> Result<Prepared, RequestError> {
-        self.prepare_as(req, now, limits, KeyPolicy::Strict)
+        self.prepare_as(req.into(), now, limits, KeyPolicy::Strict)
     }
 
-    /// Validates `req` under `limits`, treating key objects that do not fit as
-    /// `policy` says, and resolves everything execution needs.
+    /// Validates `req` (a request, or one with its key list held apart) under
+    /// `limits`, treating key objects that do not fit as `policy` says, and
+    /// resolves everything execution needs.
     pub fn prepare_as(
         &self,
-        req: &FeatureRequest,
+        req: RequestView<'_>,
         now: Timestamp,
         limits: &RequestLimits,
         policy: KeyPolicy,
     ) -> Result<Prepared, RequestError> {
+        let RequestView { request: req, keys } = req;
         let targets = self.targets(req, limits)?;
-        let feature_keys = self.feature_key_lists(req, limits)?;
-        let group_of = self.assign_key_lists(&targets, &feature_keys, req.keys.is_some())?;
+        let feature_keys = self.feature_key_lists(req, keys, limits)?;
+        let group_of = self.assign_key_lists(&targets, &feature_keys, keys.is_some())?;
         let query_args = self.arg_maps(req.query_args.as_ref(), "`query_args`")?;
         let udf_args = self.arg_maps(req.udf_args.as_ref(), "`udf_args`")?;
         self.check_query_args(&query_args)?;
@@ -62,7 +64,7 @@ impl Registry {
             static NO_KEYS: KeyList = KeyList::new();
             let keys: &KeyList = match list {
                 Some(i) => feature_keys[i].1,
-                None => req.keys.as_ref().unwrap_or(&NO_KEYS),
+                None => keys.unwrap_or(&NO_KEYS),
             };
             ts.sort_unstable();
             let plan = self.plan(&ts);
@@ -108,10 +110,11 @@ impl Registry {
     }
 
     /// The `feature_keys` lists by feature, with the keys of the whole request
-    /// checked against the limit.
+    /// (`keys` and those lists) checked against the limit.
     fn feature_key_lists<'r>(
         &self,
         req: &'r FeatureRequest,
+        keys: Option<&KeyList>,
         limits: &RequestLimits,
     ) -> Result<SmallVec<[(FeatureId, &'r KeyList); 2]>, RequestError> {
         let feature_keys: SmallVec<[(FeatureId, &KeyList); 2]> = match &req.feature_keys {
@@ -121,8 +124,8 @@ impl Registry {
                 .map(|(name, keys)| Ok((self.lookup(name, "`feature_keys`")?, keys)))
                 .collect::<Result<_, RequestError>>()?,
         };
-        let total_keys = req.keys.as_ref().map_or(0, KeyList::len)
-            + feature_keys.iter().map(|(_, k)| k.len()).sum::<usize>();
+        let total_keys =
+            keys.map_or(0, KeyList::len) + feature_keys.iter().map(|(_, k)| k.len()).sum::<usize>();
         if total_keys > limits.max_keys {
             return Err(err(
                 ErrorCode::InvalidRequest,

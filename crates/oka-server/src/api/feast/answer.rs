@@ -26,23 +26,26 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Re
         between: None,
         tails: vec![None; views.len()],
     };
+    // Each column ends with the next one's start (the end of a view's column
+    // and the start of the next, copied at once); the last start is taken back.
     out.extend_from_slice(b"{\"results\":[");
-    for (c, column) in plan.columns().enumerate() {
-        out.extend_from_slice(if c > 0 {
-            b",{\"values\":["
-        } else {
-            b"{\"values\":["
-        });
+    out.extend_from_slice(COLUMN_START);
+    for column in plan.columns() {
         match column {
             Out::Entity(values, _) => write_entity(values, &mut same, out),
             Out::Feature(feature) => match views.get(feature.target) {
                 Some(outcomes) => write_feature(outcomes, feature, &mut same, out),
                 // Not reached (every target has its outcomes); the column is
                 // still closed, so the answer stays JSON.
-                None => out.extend_from_slice(b"],\"statuses\":[],\"event_timestamps\":[]}"),
+                None => {
+                    out.extend_from_slice(b"],\"statuses\":[],\"event_timestamps\":[]}");
+                    end_column(out);
+                }
             },
         }
     }
+    out.truncate(out.len() - COLUMN_START.len());
+    out.pop_if(|b| *b == b',');
     out.extend_from_slice(b"],\"metadata\":{\"feature_names\":[");
     let keys = &plan.shape.keys;
     for (key, _) in &plan.entities {
@@ -61,12 +64,21 @@ pub fn write_response(computed: &Computed, plan: &Plan, out: &mut Vec<u8>) -> Re
 
 const EPOCH: &str = "1970-01-01T00:00:00Z";
 
+/// The start of a column, up to its first value.
+const COLUMN_START: &[u8] = b"{\"values\":[";
+
+/// Ends a column (after its `]}`) with the next one's start.
+fn end_column(out: &mut Vec<u8>) {
+    out.push(b',');
+    out.extend_from_slice(COLUMN_START);
+}
+
 /// Where the answer's repeated parts were first written, to be copied from.
 struct Same {
     rows: usize,
     between: Option<Range<usize>>,
-    /// Each view's: from its `],"statuses"` to its column's end (all earlier in
-    /// the answer, which only grows).
+    /// Each view's: from its `],"statuses"` to its column's end and the next
+    /// column's start (all earlier in the answer, which only grows).
     tails: Vec<Option<Range<usize>>>,
 }
 
@@ -109,6 +121,7 @@ fn write_entity(values: &[Value], same: &mut Same, out: &mut Vec<u8>) {
         write_json_str(out, EPOCH);
     }
     out.extend_from_slice(b"]}");
+    end_column(out);
 }
 
 /// A feature's column after its `{"values":[`, from its view's outcomes for
@@ -151,6 +164,7 @@ fn write_feature(
         }
     }
     out.extend_from_slice(b"]}");
+    end_column(out);
     if let Some(tail) = same.tails.get_mut(feature.target) {
         *tail = Some(start..out.len());
     }

@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use futures::stream::FuturesOrdered;
 use oka_core::execute::Outputs;
-use oka_core::request::Prepared;
-use oka_core::{ErrorCode, FeatureRequest, KeyPolicy};
+use oka_core::request::{Prepared, SharedRequest};
+use oka_core::{ErrorCode, KeyPolicy};
 use oka_feast::FeastRegistry;
 use oka_telemetry::trace::RequestTrace;
 
@@ -59,7 +59,7 @@ pub(crate) async fn features(
 pub(crate) async fn compute_groups(
     state: &AppState,
     loaded: &Loaded,
-    requests: &[FeatureRequest],
+    requests: &[SharedRequest],
     call: Call<'_>,
     timing: &mut Timing,
 ) -> Result<Vec<(Prepared, Outputs)>, ApiError> {
@@ -70,7 +70,7 @@ pub(crate) async fn compute_groups(
     } = call;
     let default = state.shared.limits.default_deadline;
     let budget = match requests.first() {
-        Some(r) => time_budget(r, deadline, default)?,
+        Some(r) => time_budget(&r.rest, deadline, default)?,
         None => deadline.unwrap_or(default),
     };
     let context = (started, budget, trace);
@@ -108,11 +108,11 @@ pub(crate) async fn compute_groups(
 async fn compute_group(
     state: &AppState,
     loaded: &Loaded,
-    request: &FeatureRequest,
+    request: &SharedRequest,
     (started, budget, trace): (Instant, Duration, Option<&RequestTrace>),
 ) -> Result<((Prepared, Outputs), Timing), ApiError> {
     let request = Request {
-        request,
+        request: request.view(),
         keys: KeyPolicy::Strict,
         started,
         budget,

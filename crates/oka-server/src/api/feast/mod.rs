@@ -18,7 +18,8 @@ use oka_core::encode::answers;
 use oka_core::execute::{Outcome, Outputs};
 use oka_core::json::Text;
 use oka_core::json::template::{self, Templates};
-use oka_core::{ErrorCode, FeatureRequest, Prepared, Registry, Value};
+use oka_core::request::SharedRequest;
+use oka_core::{ErrorCode, Prepared, Registry, Value};
 use oka_feast::registry::{FeastRegistry, FeastType};
 use serde::Deserialize;
 use serde_json::Value as Json;
@@ -240,7 +241,7 @@ pub fn parse(
     feast: &Arc<FeastRegistry>,
     registry: &Arc<Registry>,
     body: &[u8],
-) -> Result<(Vec<FeatureRequest>, Plan), ApiError> {
+) -> Result<(Vec<SharedRequest>, Plan), ApiError> {
     plan(feast, registry, &parse_request(body)?)
 }
 

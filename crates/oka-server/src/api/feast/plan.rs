@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use oka_core::entity::position_near;
 use oka_core::json::Text;
-use oka_core::request::{ArgMap, KeyList, KeyValue};
+use oka_core::request::{ArgMap, KeyList, KeyValue, SharedRequest};
 use oka_core::{ErrorCode, FeatureRequest, Registry, Value};
 use oka_feast::registry::{Column, FeastRegistry, FeastType, OnDemandView};
 use serde_json::Value as Json;
@@ -37,6 +37,9 @@ pub(crate) struct Shape {
     pub(crate) keys: Vec<Column>,
     /// The request-data columns the on-demand views read (none: one group).
     request_columns: Vec<String>,
+    /// Oka's request of its one view, but for the keys (shared by every
+    /// request of this shape); `None` for several views.
+    one_view: Option<Arc<FeatureRequest>>,
 }
 
 /// A view read by the request: a target of Oka's request.
@@ -67,7 +70,7 @@ pub(crate) fn plan(
     feast: &Arc<FeastRegistry>,
     registry: &Arc<Registry>,
     request: &Request<'_>,
-) -> Result<(Vec<FeatureRequest>, Plan), ApiError> {
+) -> Result<(Vec<SharedRequest>, Plan), ApiError> {
     if request.include_feature_view_version_metadata {
         return Err(bad(
             ErrorCode::InvalidRequest,
@@ -127,6 +130,7 @@ impl Shape {
             features: Vec::new(),
             keys: Vec::new(),
             request_columns: Vec::new(),
+            one_view: None,
         };
         // The view of the previous reference and its target: a request's
         // features come mostly view by view, and a view is checked once per
@@ -181,6 +185,12 @@ impl Shape {
                 shape.names_json.push(b',');
             }
             oka_core::value::write_json_str(&mut shape.names_json, name);
+        }
+        if let [view] = &shape.views[..] {
+            shape.one_view = Some(Arc::new(FeatureRequest {
+                target_features: vec![view.name.clone()],
+                ..FeatureRequest::default()
+            }));
         }
         Ok(shape)
     }
@@ -455,7 +465,7 @@ fn oka_request(
     typed: &[Vec<Value>],
     request: &Request<'_>,
     rows: Rows<'_>,
-) -> FeatureRequest {
+) -> SharedRequest {
     let key_list = |view: &View| {
         let mut list = KeyList::new();
         for i in rows.iter() {
@@ -472,14 +482,13 @@ fn oka_request(
         }
         list
     };
-    if let [view] = &shape.views[..]
+    if let ([view], Some(one_view)) = (&shape.views[..], &shape.one_view)
         && (view.request.is_none() || rows.iter().next().is_none())
     {
         // One view, no arguments: Oka's own request form (one key list).
-        return FeatureRequest {
-            target_features: vec![view.name.clone()],
+        return SharedRequest {
+            rest: Arc::clone(one_view),
             keys: Some(key_list(view)),
-            ..FeatureRequest::default()
         };
     }
     let mut keys = indexmap::IndexMap::with_capacity(shape.views.len());
@@ -497,14 +506,14 @@ fn oka_request(
             args.push((view.name.clone(), Some(given)));
         }
     }
-    FeatureRequest {
+    SharedRequest::from(FeatureRequest {
         target_features: shape.views.iter().map(|v| v.name.clone()).collect(),
         keys: None,
         feature_keys: Some(keys),
         query_args: None,
         udf_args: Some(args.into_iter().collect()),
         deadline_ms: None,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -564,7 +573,7 @@ mod tests {
             "kept between requests"
         );
         assert_eq!(names(&again), ["driver_id", "b", "a"]);
-        assert_eq!(oka[0].target_features, ["stats"]);
+        assert_eq!(oka[0].rest.target_features, ["stats"]);
         // Other entities, the same list: the same shape, this request's keys.
         let other = r#"{"features": ["stats:b", "stats:a"], "entities": {"driver_id": [3]}}"#;
         let (_, third) = plan(&feast, &registry, &request(other)).unwrap();

@@ -14,7 +14,7 @@ use axum::routing::post;
 use bytes::Bytes;
 use oka_core::json::BodyError;
 use oka_core::json::template::{self, Templates};
-use oka_core::request::{KeyList, ObjectTemplate};
+use oka_core::request::{KeyList, ObjectTemplate, RequestView, SharedRequest};
 use oka_core::value::TimeFormat;
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy, encode};
 
@@ -44,7 +44,7 @@ thread_local! {
 /// values of its key objects when each is one field of one name.
 #[derive(Debug)]
 struct Kept {
-    request: FeatureRequest,
+    request: Arc<FeatureRequest>,
     objects: Option<ObjectTemplate>,
 }
 
@@ -52,15 +52,15 @@ struct Kept {
 /// body equal to a kept one but for its `keys` parses only its keys
 /// ([`oka_core::json::template`]), and of key objects like the kept ones,
 /// only their values ([`ObjectTemplate`]).
-pub fn parse_request(body: &[u8]) -> Result<FeatureRequest, ApiError> {
-    if let Some(request) = KEPT.with_borrow(|kept| from_kept(kept, body)) {
-        return Ok(request);
+pub fn parse_request(body: &[u8]) -> Result<SharedRequest, ApiError> {
+    if let Some(parsed) = KEPT.with_borrow(|kept| from_kept(kept, body)) {
+        return Ok(parsed);
     }
-    let request = parse_whole(body)?;
-    if request.keys.is_some() {
-        keep(body, &request);
+    let parsed = SharedRequest::from(parse_whole(body)?);
+    if parsed.keys.is_some() {
+        keep(body, &parsed);
     }
-    Ok(request)
+    Ok(parsed)
 }
 
 /// Parses a feature request body, all of it.
@@ -79,7 +79,7 @@ fn parse_whole(body: &[u8]) -> Result<FeatureRequest, ApiError> {
 /// body fits, or the list is not one JSON key list of flat values (one that
 /// nests arrays or objects is parsed within its body, where serde_json's
 /// nesting limit counts the body's own level too).
-fn from_kept(kept: &Templates<Kept>, body: &[u8]) -> Option<FeatureRequest> {
+fn from_kept(kept: &Templates<Kept>, body: &[u8]) -> Option<SharedRequest> {
     let (kept, keys) = kept.find(body)?;
     let keys = std::str::from_utf8(keys).ok()?;
     let keys = match kept.objects.as_ref().and_then(|t| t.parse(keys)) {
@@ -89,15 +89,15 @@ fn from_kept(kept: &Templates<Kept>, body: &[u8]) -> Option<FeatureRequest> {
             keys.is_flat().then_some(keys)?
         }
     };
-    Some(FeatureRequest {
+    Some(SharedRequest {
+        rest: Arc::clone(&kept.request),
         keys: Some(keys),
-        ..kept.request.clone()
     })
 }
 
-/// Keeps `request`'s parse, but for its key list, for the bodies equal to
+/// Keeps `parsed`'s request, but for its key list, for the bodies equal to
 /// `body` outside that list.
-fn keep(body: &[u8], request: &FeatureRequest) {
+fn keep(body: &[u8], parsed: &SharedRequest) {
     let Some(text) = std::str::from_utf8(body).ok() else {
         return;
     };
@@ -105,18 +105,10 @@ fn keep(body: &[u8], request: &FeatureRequest) {
         return;
     };
     let objects = (text.get(at.clone()))
-        .zip(request.keys.as_ref())
+        .zip(parsed.keys.as_ref())
         .and_then(|(keys, list)| ObjectTemplate::learn(keys, list));
-    let parsed = FeatureRequest {
-        target_features: request.target_features.clone(),
-        keys: None,
-        feature_keys: request.feature_keys.clone(),
-        query_args: request.query_args.clone(),
-        udf_args: request.udf_args.clone(),
-        deadline_ms: request.deadline_ms,
-    };
     let kept = Kept {
-        request: parsed,
+        request: Arc::clone(&parsed.rest),
         objects,
     };
     KEPT.with_borrow_mut(|templates| templates.keep(body, at, kept));
@@ -128,9 +120,9 @@ pub async fn features(
     body: &[u8],
     call: Call<'_>,
 ) -> Result<(Vec<u8>, Timing), ApiError> {
-    let request = parse_request(body)?;
+    let parsed = parse_request(body)?;
     let shape = (TimeFormat::Rfc3339, &*state.server_id);
-    answer(state, &request, KeyPolicy::Strict, shape, call).await
+    answer(state, parsed.view(), KeyPolicy::Strict, shape, call).await
 }
 
 /// Computes `request` (parsed by its API, its bad keys taken as `keys` says)
@@ -138,7 +130,7 @@ pub async fn features(
 /// timestamps and server id): timestamps as `times`, `server_id` verbatim.
 pub(crate) async fn answer(
     state: &AppState,
-    request: &FeatureRequest,
+    request: RequestView<'_>,
     keys: KeyPolicy,
     (times, server_id): (TimeFormat, &str),
     call: Call<'_>,
@@ -147,7 +139,11 @@ pub(crate) async fn answer(
     // One spec version serves the whole request, even if a reload lands
     // meanwhile (a guard, not a clone: the clone's count is one every core writes).
     let loaded = shared.loaded.load();
-    let budget = serve::time_budget(request, call.deadline, shared.limits.default_deadline)?;
+    let budget = serve::time_budget(
+        request.request,
+        call.deadline,
+        shared.limits.default_deadline,
+    )?;
     let mut timing = Timing::default();
     let request = serve::Request {
         request,
@@ -257,9 +253,9 @@ mod tests {
     use super::*;
 
     /// A request as parsed, or its error's code and message, for comparing.
-    fn outcome(parsed: Result<FeatureRequest, ApiError>) -> String {
+    fn outcome(parsed: Result<SharedRequest, ApiError>) -> String {
         match parsed {
-            Ok(request) => format!("{request:?}"),
+            Ok(parsed) => format!("{:?} {:?}", parsed.rest, parsed.keys),
             Err(e) => format!("{:?}: {}", e.code, e.message),
         }
     }
@@ -314,7 +310,7 @@ mod tests {
         bodies.push(kept.replace("2.0", "3.0"));
         bodies.push(format!("{kept} "));
         bodies.push(kept.replace("simple_feature\"]", "simple_feature\",\"x\"]"));
-        let whole = |body: &str| outcome(parse_whole(body.as_bytes()));
+        let whole = |body: &str| outcome(parse_whole(body.as_bytes()).map(SharedRequest::from));
         assert_eq!(outcome(parse_request(kept.as_bytes())), whole(kept));
         let objects = |body: &str| {
             KEPT.with_borrow(|k| {

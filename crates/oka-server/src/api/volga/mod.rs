@@ -13,6 +13,7 @@ use axum::http::{HeaderMap, Uri, header};
 use axum::response::Response;
 use axum::routing::{get, post};
 use bytes::Bytes;
+use oka_core::request::SharedRequest;
 use oka_core::value::TimeFormat;
 use oka_core::{ErrorCode, FeatureRequest, KeyPolicy};
 use percent_encoding::percent_decode_str;
@@ -37,7 +38,7 @@ pub(crate) fn routes() -> Router<AppState> {
 
 /// Parses a feature request body as Volga's server did: top-level fields it does
 /// not know are ignored (pydantic's default), and counted.
-fn parse_volga_request(state: &AppState, body: &[u8]) -> Result<FeatureRequest, ApiError> {
+fn parse_volga_request(state: &AppState, body: &[u8]) -> Result<SharedRequest, ApiError> {
     match parse_request(body) {
         Err(e) if e.code == ErrorCode::UnknownField => {
             let mut object: std::collections::BTreeMap<String, Box<serde_json::value::RawValue>> =
@@ -58,11 +59,12 @@ async fn features(
     body: &[u8],
     call: Call<'_>,
 ) -> Result<(Vec<u8>, Timing), ApiError> {
-    let request = parse_volga_request(state, body)?;
-    if request.target_features.is_empty() {
+    let parsed = parse_volga_request(state, body)?;
+    let request = parsed.view();
+    if request.request.target_features.is_empty() {
         // The deadline fields are still checked, as for any request.
         let defaults = state.shared.limits.default_deadline;
-        crate::serve::time_budget(&request, call.deadline, defaults)?;
+        crate::serve::time_budget(request.request, call.deadline, defaults)?;
         state.shared.metrics.lenient(Leniency::EmptyTargets);
         let body = format!(
             r#"{{"results":{{}},"server_id":{}}}"#,
@@ -71,7 +73,7 @@ async fn features(
         return Ok((body.into_bytes(), Timing::default()));
     }
     let shape = (TimeFormat::NaiveUtc, &*state.volga_server_id);
-    answer(state, &request, KeyPolicy::NullForBadKeys, shape, call).await
+    answer(state, request, KeyPolicy::NullForBadKeys, shape, call).await
 }
 
 /// The error form of a request on Volga's routes: plain text unless its
