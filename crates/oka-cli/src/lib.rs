@@ -56,11 +56,12 @@ fn bind_failed(config: &oka_server::runtime::ServerConfig, e: &std::io::Error) -
     )
 }
 
-/// The global allocator of every binary built on this crate (feature `mimalloc`,
-/// on by default).
+// mimalloc in place of the C library's `malloc` (feature `mimalloc`, on by
+// default): Rust's own allocator calls `malloc` for every layout of usual
+// alignment, which reaches mimalloc's plain fast path (its `GlobalAlloc` calls
+// the aligned entry for every allocation, whose slow path over-allocates).
 #[cfg(feature = "mimalloc")]
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+use mimalloc as _;
 
 /// The demo spec (`oka serve --demo`).
 pub const DEMO_SPEC: &str = include_str!("demo.yaml");
